@@ -1,0 +1,73 @@
+# aiokproto: every target installs what it needs; nothing relies on state left on
+# the machine except the caches under .venv/ and .cache/ that these rules create.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+KAFKA_VERSION ?= 4.3.1
+KAFKA_VERSIONS := 4.3.1 3.9.1
+PYTEST_ARGS ?=
+EXTRAS ?= test
+
+.PHONY: help venv jars lint typecheck codegen codegen-check test test-fast demo bench bench-full broker broker-stop broker-status clean
+
+help:
+	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
+	@echo "make test    - set up, then ruff, mypy --strict, codegen --check and pytest"
+	@echo "make bench   - benchmarks against peer clients on one local broker"
+	@echo "make broker / broker-stop - keep a local single-node Kafka running"
+
+$(VENV)/.installed-$(EXTRAS): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	touch $@
+
+venv: $(VENV)/.installed-$(EXTRAS)
+
+jars: venv
+	@for v in $(KAFKA_VERSIONS); do $(PY) -m aiokproto.testing resolve --version $$v || exit 1; done
+
+lint: venv
+	$(PY) -m ruff check .
+
+typecheck: venv
+	$(PY) -m mypy --strict aiokproto
+
+codegen: venv
+	$(PY) -m tools.codegen
+
+codegen-check: venv
+	$(PY) -m tools.codegen --check
+
+# pytest exits 5 when it collected nothing: that means the suite is broken, so say so.
+test: venv jars lint typecheck codegen-check
+	@$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the test suite is missing" >&2; fi; \
+	exit $$rc
+
+test-fast: venv
+	$(PY) -m pytest -q -x -m "not cluster and not slow" $(PYTEST_ARGS)
+
+demo: venv jars
+	$(PY) examples/quickstart.py
+
+bench: venv jars
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks --quick
+
+bench-full: venv jars
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks
+
+broker: venv jars
+	$(PY) -m aiokproto.testing broker start --version $(KAFKA_VERSION)
+
+broker-stop: venv
+	$(PY) -m aiokproto.testing broker stop
+
+broker-status: venv
+	$(PY) -m aiokproto.testing broker status
+
+clean:
+	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,32 @@
+"""Exponential back-off with jitter, as pure arithmetic (no clock of its own)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Backoff:
+    """``base_ms`` doubling per consecutive failure up to ``max_ms``, +/-20% jitter."""
+
+    base_ms: int
+    max_ms: int
+    failures: int = 0
+    not_before: float = 0.0  # loop time before which no new attempt should start
+
+    def delay_s(self, rng: random.Random | None = None) -> float:
+        if self.failures == 0:
+            return 0.0
+        exp = min(self.failures - 1, 32)
+        delay = min(self.max_ms, self.base_ms * (1 << exp))
+        jitter = (rng or random).uniform(0.8, 1.2)
+        return min(self.max_ms, delay * jitter) / 1000
+
+    def failed(self, now: float, rng: random.Random | None = None) -> None:
+        self.failures += 1
+        self.not_before = now + self.delay_s(rng)
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.not_before = 0.0

@@ -1,0 +1,242 @@
+"""The cluster client: connections by (node, purpose), routing, metadata, coordinators.
+
+Producer, Consumer and Admin each own one. Connections are opened on first use and
+shared by everyone wanting the same node and purpose; concurrent opens coalesce. A
+failed connect backs the node off exponentially (with jitter) so a dead broker is not
+hammered. Every connection that dies asks the metadata actor for a refresh, since a
+dead broker usually means leadership moved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any
+
+from aiokproto.cluster.backoff import Backoff
+from aiokproto.cluster.coordinators import CoordinatorCache
+from aiokproto.cluster.metadata import MetadataCache
+from aiokproto.cluster.snapshot import BrokerInfo
+from aiokproto.config import ClientConfig
+from aiokproto.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from aiokproto.net.connection import BrokerConnection, Purpose
+from aiokproto.protocol.base import Request
+
+log = logging.getLogger(__name__)
+
+_Key = tuple[int, Purpose]
+
+
+class ClusterClient:
+    """Connections and metadata for one Kafka cluster; an async context manager."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self._conn_config = config.connection
+        self.metadata = MetadataCache(
+            self._send_metadata,
+            max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            allow_auto_create_topics=config.allow_auto_create_topics,
+        )
+        self.coordinators = CoordinatorCache(self)
+        self._conns: dict[_Key, BrokerConnection] = {}
+        self._opening: dict[_Key, asyncio.Future[BrokerConnection]] = {}
+        self._backoff: dict[int, Backoff] = {}
+        self._closed = False
+        # Bootstrap servers get negative pseudo node ids until metadata names the brokers.
+        self._bootstrap = {-(i + 1): addr for i, addr in enumerate(config.bootstrap_servers)}
+        # Addresses learned outside Metadata (FindCoordinator answers).
+        self._learned: dict[int, tuple[str, int]] = {}
+
+    async def __aenter__(self) -> ClusterClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the metadata actor and learn the cluster (within default_api_timeout_ms)."""
+        await self.metadata.start()
+        timeout = self.config.default_api_timeout_ms / 1000
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    try:
+                        await self.metadata.refresh()
+                        return
+                    except KafkaError as exc:
+                        if not exc.retriable:
+                            raise
+                        await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        except TimeoutError:
+            await self.close()
+            servers = ", ".join(f"{h}:{p}" for h, p in self.config.bootstrap_servers)
+            last = self.metadata.last_error
+            raise KafkaTimeoutError(
+                f"no bootstrap server answered within {timeout:.0f} s "
+                f"(default_api_timeout_ms); tried {servers}"
+                + (f"; last error: {last}" if last else "")
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        self._closed = True
+        await self.metadata.close()
+        for conn in list(self._conns.values()):
+            conn.close()
+        self._conns.clear()
+        for fut in self._opening.values():
+            if not fut.done():
+                fut.cancel()
+
+    # -- addresses -------------------------------------------------------------
+
+    def address_of(self, node_id: int) -> tuple[str, int]:
+        broker = self.metadata.snapshot.brokers.get(node_id)
+        if broker is not None:
+            return broker.host, broker.port
+        if node_id in self._learned:
+            return self._learned[node_id]
+        if node_id in self._bootstrap:
+            return self._bootstrap[node_id]
+        raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
+
+    def learn_address(self, broker: BrokerInfo) -> None:
+        self._learned[broker.node_id] = (broker.host, broker.port)
+
+    def known_nodes(self) -> list[int]:
+        brokers = list(self.metadata.snapshot.brokers)
+        return brokers or list(self._bootstrap)
+
+    # -- connections -----------------------------------------------------------
+
+    async def connection(self, node_id: int, purpose: Purpose = "default") -> BrokerConnection:
+        """An open connection to ``node_id`` for ``purpose`` (opened if needed)."""
+        key = (node_id, purpose)
+        conn = self._conns.get(key)
+        if conn is not None and conn.connected:
+            return conn
+        opening = self._opening.get(key)
+        if opening is not None:
+            return await asyncio.shield(opening)
+        if self._closed:
+            raise KafkaConnectionError("the client is closed")
+        fut: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
+        self._opening[key] = fut
+        try:
+            conn = await self._open(node_id, purpose)
+        except BaseException as exc:
+            if not fut.done():
+                fut.set_exception(
+                    exc if isinstance(exc, Exception) else KafkaConnectionError("connect cancelled")
+                )
+                fut.exception()  # retrieved: waiters may not exist
+            raise
+        finally:
+            self._opening.pop(key, None)
+        fut.set_result(conn)
+        return conn
+
+    async def _open(self, node_id: int, purpose: Purpose) -> BrokerConnection:
+        loop = asyncio.get_running_loop()
+        backoff = self._backoff.setdefault(
+            node_id,
+            Backoff(self.config.reconnect_backoff_ms, self.config.reconnect_backoff_max_ms),
+        )
+        wait = backoff.not_before - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        host, port = self.address_of(node_id)
+        conn = BrokerConnection(host, port, self._conn_config, node_id=node_id, purpose=purpose)
+        try:
+            await conn.open()
+        except KafkaError as exc:
+            backoff.failed(loop.time())
+            if exc.retriable:
+                self.metadata.request_refresh()
+            raise
+        backoff.succeeded()
+        self._conns[(node_id, purpose)] = conn
+        conn.add_close_listener(self._on_close)
+        return conn
+
+    def _on_close(self, conn: BrokerConnection, error: BaseException | None) -> None:
+        key = (conn.node_id, conn.purpose)
+        if self._conns.get(key) is conn:
+            del self._conns[key]
+        if not self._closed and "closed by the client" not in str(error):
+            self.metadata.request_refresh()
+
+    def least_loaded_node(self) -> int:
+        """A node to send cluster-wide requests to: connected and least busy first."""
+        nodes = self.known_nodes()
+        loop_time = asyncio.get_running_loop().time()
+
+        def load(node: int) -> tuple[int, int, float]:
+            conn = self._conns.get((node, "default"))
+            if conn is not None and conn.connected:
+                return (0, conn.in_flight, random.random())
+            backoff = self._backoff.get(node)
+            blocked = backoff is not None and backoff.not_before > loop_time
+            return (2 if blocked else 1, 0, random.random())
+
+        return min(nodes, key=load)
+
+    # -- sending ---------------------------------------------------------------
+
+    async def send(
+        self,
+        node_id: int,
+        request: Request,
+        *,
+        purpose: Purpose = "default",
+        version: int | None = None,
+        expect_response: bool = True,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        conn = await self.connection(node_id, purpose)
+        return await conn.send(
+            request, version, expect_response=expect_response, timeout_ms=timeout_ms
+        )
+
+    async def send_any(self, request: Request, *, version: int | None = None) -> Any:
+        """Send to the least loaded node, trying the others when a connection fails."""
+        tried: set[int] = set()
+        last: KafkaError | None = None
+        for _ in range(max(1, len(self.known_nodes()))):
+            candidates = [n for n in self.known_nodes() if n not in tried]
+            if not candidates:
+                break
+            node = self.least_loaded_node() if not tried else random.choice(candidates)
+            if node in tried:
+                node = random.choice(candidates)
+            tried.add(node)
+            try:
+                return await self.send(node, request, version=version)
+            except KafkaConnectionError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def _send_metadata(self, request: Request) -> Any:
+        try:
+            return await self.send_any(request)
+        except KafkaConnectionError:
+            # Every known broker failed: fall back to the bootstrap list (the
+            # cluster may have moved entirely since the last metadata).
+            if self.metadata.snapshot.brokers:
+                for node in self._bootstrap:
+                    try:
+                        return await self.send(node, request)
+                    except KafkaConnectionError:
+                        continue
+            raise
+
+    async def version_for(self, node_id: int, request_cls: type[Request]) -> int:
+        conn = await self.connection(node_id)
+        return conn.version_for(request_cls)

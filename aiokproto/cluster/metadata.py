@@ -1,0 +1,278 @@
+"""The metadata cache actor: one task owns cluster metadata.
+
+Readers take ``cache.snapshot`` (immutable, never blocks). Anyone who learns the
+snapshot is stale calls ``request_refresh()`` (fire and forget) or awaits
+``refresh()``; requests that arrive while a refresh is being prepared share it, and a
+request that arrives while one is on the wire gets the next one, because the answer
+on the wire may predate what the caller saw. Only the topics in use are asked for
+(``track``), unless a pattern subscription needs the full list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from types import MappingProxyType
+from typing import Any
+
+from aiokproto.cluster.snapshot import (
+    BrokerInfo,
+    ClusterSnapshot,
+    PartitionInfo,
+    TopicInfo,
+    apply_leader_hint,
+    apply_metadata,
+)
+from aiokproto.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+    for_code,
+)
+from aiokproto.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+
+log = logging.getLogger(__name__)
+
+# Errors on a topic that mean "ask again later" rather than "this topic is broken".
+_TRANSIENT_TOPIC_ERRORS = {5, 6, 9, 56, 74, 75}
+
+MetadataSender = Callable[[Any], Awaitable[Any]]
+
+
+def snapshot_from_response(
+    old: ClusterSnapshot, response: Any, *, full: bool
+) -> tuple[ClusterSnapshot, dict[str, int]]:
+    """Apply a MetadataResponse; also return topic errors keyed by topic name."""
+    brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
+    topics: list[TopicInfo] = []
+    missing: list[str] = []
+    errors: dict[str, int] = {}
+    for t in response.topics:
+        name = t.name
+        if name is None:
+            continue
+        if t.error_code:
+            errors[name] = t.error_code
+            if t.error_code == UnknownTopicOrPartitionError.errno:
+                missing.append(name)
+            if t.error_code not in _TRANSIENT_TOPIC_ERRORS or not t.partitions:
+                continue
+        parts = {
+            p.partition_index: PartitionInfo(
+                topic=name,
+                partition=p.partition_index,
+                leader=p.leader_id,
+                leader_epoch=p.leader_epoch,
+                replicas=tuple(p.replica_nodes),
+                isr=tuple(p.isr_nodes),
+                offline_replicas=tuple(p.offline_replicas),
+                error_code=p.error_code,
+            )
+            for p in t.partitions
+        }
+        topic_id = getattr(t, "topic_id", None) or uuid.UUID(int=0)
+        topics.append(
+            TopicInfo(name, topic_id, MappingProxyType(parts), t.is_internal, t.error_code)
+        )
+    snap = apply_metadata(
+        old,
+        brokers,
+        topics,
+        missing=missing,
+        controller_id=response.controller_id,
+        cluster_id=response.cluster_id,
+        full=full,
+    )
+    return snap, errors
+
+
+class MetadataCache:
+    """Owns the metadata refresh task; an async context manager."""
+
+    def __init__(
+        self,
+        send: MetadataSender,
+        *,
+        max_age_ms: int,
+        retry_backoff_ms: int,
+        allow_auto_create_topics: bool,
+    ) -> None:
+        self._send = send
+        self._max_age = max_age_ms / 1000
+        self._retry_backoff = retry_backoff_ms / 1000
+        self._auto_create = allow_auto_create_topics
+        self.snapshot = ClusterSnapshot()
+        self.topic_errors: dict[str, int] = {}
+        self._topics: dict[str, int] = {}  # tracked topic -> number of users
+        self._all_topics = 0
+        self._waiters: list[asyncio.Future[ClusterSnapshot]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()  # replaced by a fresh one at every publish
+        self._poll_timer: asyncio.TimerHandle | None = None
+        self._last_error: KafkaError | None = None
+
+    async def __aenter__(self) -> MetadataCache:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="aiokproto-metadata"
+            )
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.cancel()
+        self._waiters.clear()
+
+    # -- what to ask for ---------------------------------------------------------
+
+    def track(self, topics: Iterable[str]) -> None:
+        new = False
+        for topic in topics:
+            new |= topic not in self._topics or self.snapshot.topics.get(topic) is None
+            self._topics[topic] = self._topics.get(topic, 0) + 1
+        if new:
+            self.request_refresh()
+
+    def untrack(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            count = self._topics.get(topic, 0) - 1
+            if count > 0:
+                self._topics[topic] = count
+            else:
+                self._topics.pop(topic, None)
+
+    def want_all_topics(self, on: bool) -> None:
+        self._all_topics += 1 if on else -1
+        if on:
+            self.request_refresh()
+
+    @property
+    def last_error(self) -> KafkaError | None:
+        """Why the last refresh failed (None after a success)."""
+        return self._last_error
+
+    @property
+    def tracked(self) -> frozenset[str]:
+        return frozenset(self._topics)
+
+    # -- refreshing --------------------------------------------------------------
+
+    def request_refresh(self) -> None:
+        """Ask for a refresh soon; returns at once."""
+        self._wake.set()
+
+    async def refresh(self) -> ClusterSnapshot:
+        """Refresh now (coalesced with concurrent callers) and return the new snapshot."""
+        if self._task is None:
+            raise KafkaError("the metadata cache is not running")
+        waiter: asyncio.Future[ClusterSnapshot] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._wake.set()
+        return await asyncio.shield(waiter)
+
+    def apply_leader_hint(
+        self,
+        topic: str,
+        partition: int,
+        leader: int,
+        leader_epoch: int,
+        endpoints: Iterable[BrokerInfo] = (),
+    ) -> bool:
+        """Apply a KIP-951 new-leader hint; True if it changed the snapshot."""
+        snap = apply_leader_hint(self.snapshot, topic, partition, leader, leader_epoch, endpoints)
+        if snap is None:
+            return False
+        self._publish(snap)
+        return True
+
+    async def wait_for(
+        self, predicate: Callable[[ClusterSnapshot], bool], timeout_s: float
+    ) -> ClusterSnapshot:
+        """Wait until a published snapshot satisfies ``predicate``, refreshing as needed."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not predicate(self.snapshot):
+                    changed = self._changed
+                    self.request_refresh()
+                    await changed.wait()
+        except TimeoutError:
+            detail = f" (last error: {self._last_error})" if self._last_error else ""
+            raise KafkaTimeoutError(
+                f"cluster metadata did not show what was needed within {timeout_s:.1f} s{detail}"
+            ) from None
+        return self.snapshot
+
+    def _publish(self, snap: ClusterSnapshot) -> None:
+        self.snapshot = snap
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                async with asyncio.timeout(self._max_age):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            waiters, self._waiters = self._waiters, []
+            try:
+                snap = await self._refresh_once()
+            except asyncio.CancelledError:
+                for w in waiters:
+                    w.cancel()
+                raise
+            except KafkaError as exc:
+                self._last_error = exc
+                log.warning("metadata refresh failed: %s", exc)
+                for w in waiters:
+                    if not w.done():
+                        w.set_exception(exc)
+                await asyncio.sleep(self._retry_backoff)
+                continue
+            self._last_error = None
+            for w in waiters:
+                if not w.done():
+                    w.set_result(snap)
+            # Unknown or leaderless topics that are in use: poll again soon.
+            if any(
+                self.topic_errors.get(t) or self.snapshot.topics.get(t) is None
+                for t in self._topics
+            ):
+                self._poll_timer = loop.call_later(self._retry_backoff, self._wake.set)
+
+    async def _refresh_once(self) -> ClusterSnapshot:
+        full = self._all_topics > 0
+        topics = None if full else sorted(self._topics)
+        request = MetadataRequest(
+            topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=self._auto_create,
+        )
+        response = await self._send(request)
+        top_error = getattr(response, "error_code", 0)
+        if top_error:
+            raise for_code(top_error)("Metadata request")
+        snap, errors = snapshot_from_response(self.snapshot, response, full=full)
+        self.topic_errors = errors
+        self._publish(snap)
+        return snap

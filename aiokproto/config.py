@@ -1,0 +1,141 @@
+"""Configuration shared by Producer, Consumer and Admin.
+
+Names are Java's client configs in snake_case. Unknown or ill-typed options fail
+at construction with ``KafkaConfigError``, never later on a background task.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from aiokproto.errors import KafkaConfigError
+from aiokproto.net.config import ConnectionConfig
+from aiokproto.net.sasl import TokenProvider
+from aiokproto.net.security import SecurityConfig
+
+
+def parse_bootstrap_servers(value: str | Iterable[str]) -> tuple[tuple[str, int], ...]:
+    """``"h1:9092,h2:9093"``, ``["h1:9092"]`` or ``"[::1]:9092"`` into (host, port) pairs."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        if not isinstance(raw, str):
+            raise KafkaConfigError(f"bootstrap server {raw!r} is not a string")
+        item = raw.strip()
+        if not item:
+            continue
+        host, sep, port_text = item.rpartition(":")
+        if not sep:
+            host, port_text = item, "9092"
+        host = host.strip("[]")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise KafkaConfigError(f"bootstrap server {item!r}: port must be a number") from None
+        if not host or not 0 < port < 65536:
+            raise KafkaConfigError(f"bootstrap server {item!r} is not host:port")
+        out.append((host, port))
+    if not out:
+        raise KafkaConfigError("bootstrap_servers is empty; give at least one host:port")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Options every aiokproto client takes."""
+
+    bootstrap_servers: tuple[tuple[str, int], ...]
+    client_id: str = "aiokproto"
+    request_timeout_ms: int = 30_000
+    default_api_timeout_ms: int = 60_000
+    socket_connection_setup_timeout_ms: int = 10_000
+    connections_max_idle_ms: int = 540_000
+    max_in_flight_requests_per_connection: int = 5
+    metadata_max_age_ms: int = 300_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1_000
+    allow_auto_create_topics: bool = True
+    max_response_size: int = 256 * 1024 * 1024
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)
+    ssl_check_hostname: bool = True
+    sasl_mechanism: str = "PLAIN"
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = field(default=None, repr=False)
+    sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in (
+            "default_api_timeout_ms",
+            "metadata_max_age_ms",
+            "retry_backoff_ms",
+            "retry_backoff_max_ms",
+            "reconnect_backoff_ms",
+            "reconnect_backoff_max_ms",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise KafkaConfigError(f"{name} must be a positive int, not {value!r}")
+        self.connection  # noqa: B018 - validates the connection and security options
+
+    @property
+    def security(self) -> SecurityConfig:
+        return SecurityConfig(
+            security_protocol=self.security_protocol,
+            ssl_context=self.ssl_context,
+            ssl_cafile=self.ssl_cafile,
+            ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile,
+            ssl_password=self.ssl_password,
+            ssl_check_hostname=self.ssl_check_hostname,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_plain_username=self.sasl_plain_username,
+            sasl_plain_password=self.sasl_plain_password,
+            sasl_oauth_token_provider=self.sasl_oauth_token_provider,
+        )
+
+    @property
+    def connection(self) -> ConnectionConfig:
+        return ConnectionConfig(
+            client_id=self.client_id,
+            request_timeout_ms=self.request_timeout_ms,
+            socket_connection_setup_timeout_ms=self.socket_connection_setup_timeout_ms,
+            max_in_flight_requests_per_connection=self.max_in_flight_requests_per_connection,
+            connections_max_idle_ms=self.connections_max_idle_ms,
+            max_response_size=self.max_response_size,
+            security=self.security,
+        )
+
+
+CLIENT_OPTIONS = frozenset(f.name for f in fields(ClientConfig))
+
+
+def split_options(
+    options: Mapping[str, Any], own: Iterable[str], owner: str
+) -> tuple[ClientConfig, dict[str, Any]]:
+    """Split keyword options into the shared ``ClientConfig`` and the owner's own ones.
+
+    An option neither shared nor in ``own`` raises ``KafkaConfigError`` naming it.
+    """
+    own_names = frozenset(own)
+    unknown = sorted(set(options) - CLIENT_OPTIONS - own_names)
+    if unknown:
+        raise KafkaConfigError(f"{owner} got unknown option(s): {', '.join(unknown)}")
+    shared = {k: v for k, v in options.items() if k in CLIENT_OPTIONS}
+    if "bootstrap_servers" not in shared:
+        raise KafkaConfigError(f"{owner} needs bootstrap_servers")
+    shared["bootstrap_servers"] = parse_bootstrap_servers(shared["bootstrap_servers"])
+    try:
+        config = ClientConfig(**shared)
+    except TypeError as exc:
+        raise KafkaConfigError(f"{owner}: {exc}") from None
+    return config, {k: v for k, v in options.items() if k in own_names}

@@ -1,0 +1,450 @@
+"""One connection to one broker, for one purpose.
+
+Requests are pipelined: each gets a correlation id and a future, up to
+``max_in_flight_requests_per_connection`` at once; responses are matched by id and
+must arrive in the order the requests were sent (Kafka answers in order on a
+connection). Any fault on the connection (a response nobody asked for, an
+undecodable frame, a request timeout, the socket closing) kills the whole connection
+and fails every request in flight on it with a retriable ``KafkaConnectionError``: the
+caller's layer decides whether to retry. A connection owns no task: the event loop's
+protocol callbacks and per-request timers drive it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import ssl
+import struct
+from collections.abc import Callable
+from typing import Any, Literal
+
+from aiokproto.errors import (
+    KafkaAuthenticationError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+    for_code,
+)
+from aiokproto.net.config import ConnectionConfig
+from aiokproto.net.framing import FrameAssembler
+from aiokproto.protocol.base import Request, Response
+from aiokproto.protocol.headers import (
+    decode_response_header,
+    encode_request,
+    response_header_version,
+)
+from aiokproto.protocol.messages import API_NAMES
+from aiokproto.protocol.messages.api_versions import ApiVersionsRequest
+from aiokproto.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from aiokproto.protocol.messages.sasl_handshake import SaslHandshakeRequest
+
+log = logging.getLogger(__name__)
+
+Purpose = Literal["default", "produce", "fetch", "group"]
+CloseListener = Callable[["BrokerConnection", BaseException | None], None]
+
+_INT32 = struct.Struct(">i")
+_SOFTWARE_NAME = "aiokproto"
+_SOFTWARE_VERSION = "0.1.0"
+
+
+def api_name(api_key: int) -> str:
+    return API_NAMES.get(api_key, f"API {api_key}")
+
+
+class _Pending:
+    __slots__ = ("api_key", "future", "response_cls", "timer", "version")
+
+    def __init__(
+        self,
+        future: asyncio.Future[Any],
+        response_cls: type[Response],
+        api_key: int,
+        version: int,
+        timer: asyncio.TimerHandle,
+    ) -> None:
+        self.future = future
+        self.response_cls = response_cls
+        self.api_key = api_key
+        self.version = version
+        self.timer = timer
+
+
+class _Protocol(asyncio.BufferedProtocol):
+    """Event-loop glue: bytes in, frames to the connection; write back-pressure."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self._conn = conn
+        self._frames = FrameAssembler(conn.config.max_response_size)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._frames.buffer_updated(nbytes)
+        except KafkaProtocolError as exc:
+            self._conn._kill(exc)
+            return
+        for frame in frames:
+            self._conn._on_frame(frame)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._conn._kill(
+            KafkaConnectionError(f"{self._conn} was closed by the peer")
+            if exc is None
+            else KafkaConnectionError(f"{self._conn} failed: {exc}")
+        )
+
+    def pause_writing(self) -> None:
+        self._conn._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._conn._writable.set()
+
+
+class BrokerConnection:
+    """A pipelined connection to one broker; open with ``await open()`` or ``async with``."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        config: ConnectionConfig,
+        *,
+        node_id: int = -1,
+        purpose: Purpose = "default",
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.config = config
+        self.node_id = node_id
+        self.purpose: Purpose = purpose
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._error: KafkaError | None = None
+        self._in_flight: dict[int, _Pending] = {}
+        self._slots = asyncio.Semaphore(config.max_in_flight_requests_per_connection)
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._next_id = 0
+        self._listeners: list[CloseListener] = []
+        self._reauth_at: float | None = None
+        self._reauth_lock = asyncio.Lock()
+        self._last_used = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {self.purpose}>"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def __aenter__(self) -> BrokerConnection:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._transport is not None and self._error is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def add_close_listener(self, listener: CloseListener) -> None:
+        """Call ``listener(conn, error)`` once when the connection closes or dies."""
+        self._listeners.append(listener)
+
+    async def open(self) -> None:
+        """Connect, negotiate API versions, authenticate. Raises a typed error on failure."""
+        loop = asyncio.get_running_loop()
+        security = self.config.security
+        ssl_ctx = security.build_ssl_context()
+        setup_timeout = self.config.socket_connection_setup_timeout_ms / 1000
+        try:
+            async with asyncio.timeout(setup_timeout):
+                transport, _ = await loop.create_connection(
+                    lambda: _Protocol(self),
+                    self.host,
+                    self.port,
+                    ssl=ssl_ctx,
+                    server_hostname=self.host if ssl_ctx is not None else None,
+                )
+        except TimeoutError:
+            raise KafkaConnectionError(
+                f"connecting to {self.host}:{self.port} took longer than "
+                f"socket_connection_setup_timeout_ms={self.config.socket_connection_setup_timeout_ms}"
+            ) from None
+        except ssl.SSLError as exc:
+            raise KafkaAuthenticationError(
+                f"TLS handshake with {self.host}:{self.port} failed: {exc}"
+            ) from exc
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._last_used = loop.time()
+        try:
+            await self._negotiate_versions()
+            if security.uses_sasl:
+                await self._authenticate()
+        except BaseException as exc:
+            self._kill(exc if isinstance(exc, KafkaError) else KafkaConnectionError(str(exc)))
+            raise
+        self._arm_idle_timer()
+
+    def close(self) -> None:
+        """Close now; requests still in flight fail with ``KafkaConnectionError``."""
+        self._kill(KafkaConnectionError(f"{self} was closed by the client"))
+
+    # -- requests --------------------------------------------------------------
+
+    def version_for(self, request_cls: type[Request], min_version: int = 0) -> int:
+        """The highest version of the API both sides support (at least ``min_version``)."""
+        key = request_cls.API_KEY
+        low = max(request_cls.MIN_VERSION, min_version)
+        high = request_cls.MAX_STABLE_VERSION
+        broker = self.api_versions.get(key)
+        if broker is None:
+            raise UnsupportedVersionError(
+                f"{self.host}:{self.port} does not support {api_name(key)} at all "
+                f"(client supports v{low}-v{high})"
+            )
+        best = min(high, broker[1])
+        if best < max(low, broker[0]):
+            raise UnsupportedVersionError(
+                f"no common version of {api_name(key)}: client supports v{low}-v{high}, "
+                f"broker {self.host}:{self.port} supports v{broker[0]}-v{broker[1]}"
+            )
+        return best
+
+    async def send(
+        self,
+        request: Request,
+        version: int | None = None,
+        *,
+        expect_response: bool = True,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        """Send ``request`` and return its decoded response (None without a response).
+
+        ``expect_response=False`` is for acks=0 produce, which the broker never answers.
+        """
+        if self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at:
+            await self._reauthenticate()
+        if version is None:
+            version = self.version_for(type(request))
+        if not expect_response:
+            await self._write(request, version, None, timeout_ms)
+            return None
+        async with self._slots:
+            future = await self._write(request, version, type(request).RESPONSE, timeout_ms)
+            assert future is not None
+            return await future
+
+    async def _write(
+        self,
+        request: Request,
+        version: int,
+        response_cls: type[Response] | None,
+        timeout_ms: int | None,
+    ) -> asyncio.Future[Any] | None:
+        if not self._writable.is_set() and self._error is None:
+            await self._writable.wait()
+        transport = self._transport
+        if self._error is not None or transport is None:
+            raise KafkaConnectionError(f"{self} is not open") from self._error
+        api_key = request.API_KEY
+        corr = self._next_id
+        self._next_id = (corr + 1) & 0x7FFFFFFF
+        buf = encode_request(request, version, corr, self.config.client_id)
+        loop = asyncio.get_running_loop()
+        self._last_used = loop.time()
+        future: asyncio.Future[Any] | None = None
+        if response_cls is not None:
+            future = loop.create_future()
+            timeout = (timeout_ms or self.config.request_timeout_ms) / 1000
+            timer = loop.call_at(self._last_used + timeout, self._on_timeout, corr, timeout)
+            self._in_flight[corr] = _Pending(future, response_cls, api_key, version, timer)
+        transport.write(buf)
+        return future
+
+    def _on_frame(self, frame: bytes | bytearray) -> None:
+        if self._error is not None:
+            return
+        if len(frame) < 4:
+            self._kill(KafkaProtocolError(f"{self} sent a {len(frame)}-byte frame"))
+            return
+        (corr,) = _INT32.unpack_from(frame, 0)
+        oldest = next(iter(self._in_flight), None)
+        if corr != oldest:
+            self._kill(
+                KafkaProtocolError(
+                    f"{self} answered correlation id {corr} but {oldest} was next in line"
+                )
+            )
+            return
+        pending = self._in_flight.pop(corr)
+        pending.timer.cancel()
+        try:
+            response = self._decode(pending, frame)
+        except KafkaError as exc:
+            if not pending.future.done():
+                pending.future.set_exception(exc)
+            self._kill(exc)
+            return
+        except Exception as exc:  # a codec bug must not crash the event loop
+            error = KafkaProtocolError(f"cannot decode {api_name(pending.api_key)}: {exc!r}")
+            if not pending.future.done():
+                pending.future.set_exception(error)
+            self._kill(error)
+            return
+        if not pending.future.done():
+            pending.future.set_result(response)
+
+    def _decode(self, pending: _Pending, frame: bytes | bytearray) -> Response:
+        view = memoryview(frame)
+        header_version = response_header_version(pending.api_key, pending.version)
+        _, offset = decode_response_header(view, header_version)
+        body = view[offset:]
+        try:
+            return pending.response_cls.decode(body, pending.version)
+        except KafkaProtocolError:
+            if pending.api_key != ApiVersionsRequest.API_KEY or pending.version == 0:
+                raise
+            # A broker that does not know our ApiVersions version answers in v0 form.
+            return pending.response_cls.decode(body, 0)
+
+    def _on_timeout(self, corr: int, timeout: float) -> None:
+        pending = self._in_flight.pop(corr, None)
+        if pending is None:
+            return
+        error = KafkaTimeoutError(
+            f"{api_name(pending.api_key)} v{pending.version} to {self} got no response "
+            f"within {timeout * 1000:.0f} ms (request_timeout_ms)"
+        )
+        if not pending.future.done():
+            pending.future.set_exception(error)
+        self._kill(error)
+
+    def _kill(self, cause: BaseException) -> None:
+        """Close the socket and fail everything in flight; idempotent."""
+        if self._error is not None:
+            return
+        error = (
+            cause
+            if isinstance(cause, KafkaConnectionError)
+            else KafkaConnectionError(f"{self} failed: {cause}")
+        )
+        if error is not cause:
+            error.__cause__ = cause
+        self._error = error
+        if self._transport is not None:
+            self._transport.abort()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        pending, self._in_flight = self._in_flight, {}
+        for item in pending.values():
+            item.timer.cancel()
+            if not item.future.done():
+                item.future.set_exception(error)
+        self._writable.set()  # wake writers so they see the error
+        listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            listener(self, error)
+
+    # -- idle close --------------------------------------------------------------
+
+    def _arm_idle_timer(self) -> None:
+        idle = self.config.connections_max_idle_ms / 1000
+        self._idle_timer = asyncio.get_running_loop().call_at(
+            self._last_used + idle, self._check_idle
+        )
+
+    def _check_idle(self) -> None:
+        if self._error is not None:
+            return
+        idle = self.config.connections_max_idle_ms / 1000
+        if not self._in_flight and asyncio.get_running_loop().time() - self._last_used >= idle:
+            log.debug("closing %s: idle for %.0f s", self, idle)
+            self._kill(KafkaConnectionError(f"{self} was closed after being idle"))
+        else:
+            self._arm_idle_timer()
+
+    # -- handshake ---------------------------------------------------------------
+
+    async def _negotiate_versions(self) -> None:
+        key = ApiVersionsRequest.API_KEY
+        version = ApiVersionsRequest.MAX_STABLE_VERSION
+        for _ in range(2):
+            self.api_versions = {key: (0, version)}
+            request = ApiVersionsRequest(
+                client_software_name=_SOFTWARE_NAME,
+                client_software_version=_SOFTWARE_VERSION,
+            )
+            response = await self.send(request, version)
+            ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            if response.error_code == 0:
+                self.api_versions = ranges
+                return
+            if response.error_code != UnsupportedVersionError.errno or key not in ranges:
+                raise for_code(response.error_code)(f"ApiVersions to {self.host}:{self.port}")
+            # UNSUPPORTED_VERSION: the broker listed what it supports; retry with that.
+            version = min(version, ranges[key][1])
+        raise UnsupportedVersionError(f"{self.host}:{self.port} rejected every ApiVersions version")
+
+    async def _authenticate(self) -> None:
+        security = self.config.security
+        mechanism = await security.new_mechanism()
+        handshake = await self.send(SaslHandshakeRequest(mechanism=mechanism.name))
+        if handshake.error_code:
+            raise for_code(handshake.error_code)(
+                f"{mechanism.name} on {self.host}:{self.port}; the broker enables "
+                f"{', '.join(handshake.mechanisms) or 'none'}"
+            )
+        message: bytes | None = mechanism.first_message()
+        lifetime_ms = 0
+        while message is not None:
+            response = await self.send(SaslAuthenticateRequest(auth_bytes=message))
+            if response.error_code:
+                raise for_code(response.error_code)(
+                    f"{mechanism.name} authentication to {self.host}:{self.port} failed: "
+                    f"{response.error_message or 'no reason given'}"
+                )
+            lifetime_ms = getattr(response, "session_lifetime_ms", 0)
+            message = mechanism.respond(bytes(response.auth_bytes))
+        if lifetime_ms > 0:
+            # KIP-368: re-authenticate before the broker's session expires, at a
+            # random 85-95% of its lifetime so many connections do not align.
+            now = asyncio.get_running_loop().time()
+            self._reauth_at = now + lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+        else:
+            self._reauth_at = None
+
+    async def _reauthenticate(self) -> None:
+        async with self._reauth_lock:
+            loop = asyncio.get_running_loop()
+            if self._reauth_at is None or loop.time() < self._reauth_at:
+                return
+            self._reauth_at = None
+            try:
+                await self._authenticate()
+            except KafkaError as exc:
+                self._kill(exc)
+                raise

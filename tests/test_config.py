@@ -1,0 +1,29 @@
+"""Client configuration fails fast with clear typed errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from aiokproto.config import parse_bootstrap_servers, split_options
+from aiokproto.errors import KafkaConfigError
+
+
+def test_bootstrap_forms() -> None:
+    assert parse_bootstrap_servers("a:1, b:2") == (("a", 1), ("b", 2))
+    assert parse_bootstrap_servers(["[::1]:9093", "host"]) == (("::1", 9093), ("host", 9092))
+    for bad in ["", "a:notaport", "a:0", ":9092", " , "]:
+        with pytest.raises(KafkaConfigError):
+            parse_bootstrap_servers(bad)
+
+
+def test_unknown_and_invalid_options() -> None:
+    with pytest.raises(KafkaConfigError, match="unknown option.*linger"):
+        split_options({"bootstrap_servers": "a:1", "linger": 5}, (), "Admin")
+    with pytest.raises(KafkaConfigError, match="bootstrap_servers"):
+        split_options({}, (), "Admin")
+    with pytest.raises(KafkaConfigError, match="request_timeout_ms"):
+        split_options({"bootstrap_servers": "a:1", "request_timeout_ms": 0}, (), "Admin")
+    with pytest.raises(KafkaConfigError, match="metadata_max_age_ms"):
+        split_options({"bootstrap_servers": "a:1", "metadata_max_age_ms": "x"}, (), "Admin")
+    config, own = split_options({"bootstrap_servers": "a:1", "acks": "all"}, ("acks",), "Producer")
+    assert own == {"acks": "all"} and config.bootstrap_servers == (("a", 1),)
