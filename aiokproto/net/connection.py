@@ -300,21 +300,17 @@ class BrokerConnection:
                 )
             )
             return
-        pending = self._in_flight.pop(corr)
-        pending.timer.cancel()
+        pending = self._in_flight[corr]
         try:
             response = self._decode(pending, frame)
         except KafkaError as exc:
-            if not pending.future.done():
-                pending.future.set_exception(exc)
-            self._kill(exc)
+            self._kill(exc)  # fails this request too, as a retriable connection error
             return
         except Exception as exc:  # a codec bug must not crash the event loop
-            error = KafkaProtocolError(f"cannot decode {api_name(pending.api_key)}: {exc!r}")
-            if not pending.future.done():
-                pending.future.set_exception(error)
-            self._kill(error)
+            self._kill(KafkaProtocolError(f"cannot decode {api_name(pending.api_key)}: {exc!r}"))
             return
+        del self._in_flight[corr]
+        pending.timer.cancel()
         if not pending.future.done():
             pending.future.set_result(response)
 

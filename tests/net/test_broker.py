@@ -1,0 +1,128 @@
+"""Connections against the real Apache Kafka broker: pipelining, versions, TLS, SASL."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from aiokproto.cluster.client import ClusterClient
+from aiokproto.config import split_options
+from aiokproto.errors import KafkaAuthenticationError
+from aiokproto.protocol.messages import request_class
+from aiokproto.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from aiokproto.testing import LocalKafka
+
+# The APIs whose negotiated version must be the 4.3.1 broker's maximum (issue 4).
+HOT_APIS = {
+    0: "Produce",
+    1: "Fetch",
+    3: "Metadata",
+    2: "ListOffsets",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    11: "JoinGroup",
+    14: "SyncGroup",
+    12: "Heartbeat",
+}
+
+
+def client_for(bootstrap: str, **options: Any) -> ClusterClient:
+    config, _ = split_options({"bootstrap_servers": bootstrap, **options}, (), "test")
+    return ClusterClient(config)
+
+
+async def test_concurrent_requests_pipeline_on_one_connection(kafka: Any) -> None:
+    async with client_for(kafka.bootstrap_servers, allow_auto_create_topics=False) as client:
+        node = next(iter(client.metadata.snapshot.brokers))
+        conn = await client.connection(node)
+        names = [f"pipelined-{i}" for i in range(40)]
+        tasks = [
+            asyncio.ensure_future(
+                conn.send(
+                    MetadataRequest(
+                        topics=[MetadataRequestTopic(name=n)], allow_auto_topic_creation=False
+                    )
+                )
+            )
+            for n in names
+        ]
+        peak = 0
+        while not all(t.done() for t in tasks):
+            peak = max(peak, conn.in_flight)
+            await asyncio.sleep(0)
+        responses = await asyncio.gather(*tasks)
+        # each caller got the answer to its own question
+        assert [r.topics[0].name for r in responses] == names
+        assert peak > 1
+        assert peak <= client.config.max_in_flight_requests_per_connection
+        assert await client.connection(node) is conn
+
+
+async def test_negotiated_versions_are_the_brokers_maxima(kafka_any: Any) -> None:
+    async with client_for(kafka_any.bootstrap_servers) as client:
+        node = next(iter(client.metadata.snapshot.brokers))
+        conn = await client.connection(node)
+        for key in HOT_APIS:
+            cls = request_class(key)
+            broker_max = conn.api_versions[key][1]
+            assert conn.version_for(cls) == min(broker_max, cls.MAX_STABLE_VERSION)
+            if kafka_any.version.startswith("4."):
+                assert conn.version_for(cls) == broker_max, HOT_APIS[key]
+
+
+async def test_metadata_decodes_on_each_version(kafka_any: Any, topic_name: str) -> None:
+    async with client_for(kafka_any.bootstrap_servers) as client:
+        client.metadata.track([topic_name])
+        snap = await client.metadata.wait_for(lambda s: s.leader_for(topic_name, 0) is not None, 30)
+        info = snap.topics[topic_name]
+        assert info.topic_id.int != 0
+        assert snap.cluster_id
+        assert snap.brokers[info.partitions[0].leader].port > 0
+
+
+def _user(kafka: LocalKafka) -> tuple[str, str]:
+    user = kafka.users[0]
+    return user.username, user.password
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+async def test_sasl_accepts_right_and_rejects_wrong_credentials(
+    kafka_secure: LocalKafka, protocol: str, mechanism: str
+) -> None:
+    username, password = _user(kafka_secure)
+    tls = {"ssl_cafile": str(kafka_secure.ca_file)} if protocol == "SASL_SSL" else {}
+    common = {
+        "security_protocol": protocol,
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": username,
+        **tls,
+    }
+    async with client_for(
+        kafka_secure.bootstrap(protocol), sasl_plain_password=password, **common
+    ) as client:
+        assert client.metadata.snapshot.brokers
+    bad = client_for(
+        kafka_secure.bootstrap(protocol),
+        sasl_plain_password="wrong-password",
+        default_api_timeout_ms=5000,
+        **common,
+    )
+    with pytest.raises(KafkaAuthenticationError, match=mechanism):
+        async with bad:
+            pass
+
+
+async def test_tls_verifies_the_broker_certificate(kafka_secure: LocalKafka) -> None:
+    bootstrap = kafka_secure.bootstrap("SSL")
+    async with client_for(
+        bootstrap, security_protocol="SSL", ssl_cafile=str(kafka_secure.ca_file)
+    ) as client:
+        assert client.metadata.snapshot.cluster_id
+    # The system trust store does not know the test CA: the handshake must fail.
+    untrusted = client_for(bootstrap, security_protocol="SSL", default_api_timeout_ms=3000)
+    with pytest.raises(KafkaAuthenticationError, match="TLS handshake"):
+        async with untrusted:
+            pass

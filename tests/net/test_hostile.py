@@ -1,0 +1,188 @@
+"""Hostile and broken peers: typed errors, bounded waits and memory, then recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import tracemalloc
+
+import pytest
+
+from aiokproto.cluster.client import ClusterClient
+from aiokproto.config import split_options
+from aiokproto.errors import (
+    KafkaConnectionError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+)
+from aiokproto.net.config import ConnectionConfig
+from aiokproto.net.connection import BrokerConnection
+from aiokproto.protocol.messages.api_versions import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    ApiVersionsResponseApiVersion,
+)
+from aiokproto.protocol.messages.metadata import MetadataRequest
+from tests.fake_broker import FakeBroker, Received, Reply
+
+FAST = ConnectionConfig(request_timeout_ms=300, socket_connection_setup_timeout_ms=1000)
+
+
+def on_metadata(reply: Reply):  # type: ignore[no-untyped-def]
+    def script(rec: Received) -> Reply | None:
+        return reply if rec.api_key == 3 else None
+
+    return script
+
+
+async def test_silent_broker_times_out_within_request_timeout() -> None:
+    async with FakeBroker(on_metadata(Reply("silent"))) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            start = time.monotonic()
+            with pytest.raises(KafkaTimeoutError, match="request_timeout_ms"):
+                await conn.send(MetadataRequest())
+            assert time.monotonic() - start < 5  # a hang guard, not a speed target
+            assert not conn.connected
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply("raw", raw=b"\x00\x00\x00\x0cgarbage-bytes"[:16]),
+        Reply("raw", raw=b"\x00\x00\x00\x02ab"),
+        Reply("wrong_id"),
+    ],
+    ids=["garbage", "short-frame", "wrong-correlation-id"],
+)
+async def test_bad_answers_kill_the_connection_and_fail_all_in_flight(reply: Reply) -> None:
+    async with FakeBroker(on_metadata(reply)) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            results = await asyncio.gather(
+                conn.send(MetadataRequest()),
+                conn.send(MetadataRequest()),
+                return_exceptions=True,
+            )
+            assert all(isinstance(r, KafkaConnectionError) for r in results), results
+            assert all(r.retriable for r in results if isinstance(r, KafkaConnectionError))
+            assert not conn.connected
+            with pytest.raises(KafkaConnectionError):
+                await conn.send(MetadataRequest())
+
+
+async def test_huge_frame_length_fails_fast_with_bounded_memory() -> None:
+    tracemalloc.start()
+    try:
+        async with FakeBroker(on_metadata(Reply("raw", raw=b"\x7f\xff\xff\xf0" + b"x" * 64))) as fake:
+            async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+                with pytest.raises(KafkaConnectionError) as info:
+                    await conn.send(MetadataRequest())
+                assert isinstance(info.value.__cause__, KafkaProtocolError)
+                assert "frame length" in str(info.value)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 1024 * 1024
+
+
+async def test_undecodable_body_is_a_protocol_error() -> None:
+    # a valid frame and correlation id around a body that is not a Metadata response
+    async with FakeBroker(on_metadata(Reply("body", raw=b"\x00\x00\x00\x00\xff\xff"))) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            with pytest.raises(KafkaConnectionError) as info:
+                await conn.send(MetadataRequest())
+            assert isinstance(info.value.__cause__, KafkaProtocolError)
+
+
+async def test_peer_closing_mid_request_fails_in_flight() -> None:
+    async with FakeBroker(on_metadata(Reply("close"))) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            with pytest.raises(KafkaConnectionError, match="closed by the peer"):
+                await conn.send(MetadataRequest())
+
+
+async def test_dead_port_is_a_quick_connection_error() -> None:
+    async with FakeBroker() as fake:
+        port = fake.port
+    with pytest.raises(KafkaConnectionError, match="cannot connect"):
+        await BrokerConnection("127.0.0.1", port, FAST).open()
+
+
+async def test_client_recovers_on_the_next_request_after_a_bad_frame() -> None:
+    broken = {"left": 1}
+
+    def script(rec: Received) -> Reply | None:
+        # Only the test's own request (the handshake names the client software).
+        if rec.api_key == 18 and not rec.request.client_software_name and broken["left"]:
+            broken["left"] -= 1
+            return Reply("raw", raw=b"\xff\xff\xff\xff")
+        return None
+
+    async with FakeBroker(script) as fake:
+        config, _ = split_options(
+            {"bootstrap_servers": fake.bootstrap, "request_timeout_ms": 500}, (), "test"
+        )
+        async with ClusterClient(config) as client:
+            first = await client.connection(1)
+            with pytest.raises(KafkaConnectionError):
+                await client.send(1, ApiVersionsRequest())
+            response = await client.send(1, ApiVersionsRequest())
+            assert response.error_code == 0
+            assert not first.connected and (await client.connection(1)) is not first
+
+
+async def test_dead_bootstrap_gives_a_timeout_naming_the_servers() -> None:
+    async with FakeBroker() as fake:
+        port = fake.port
+    config, _ = split_options(
+        {
+            "bootstrap_servers": f"127.0.0.1:{port}",
+            "default_api_timeout_ms": 600,
+            "reconnect_backoff_max_ms": 100,
+        },
+        (),
+        "test",
+    )
+    with pytest.raises(KafkaTimeoutError, match=f"127.0.0.1:{port}"):
+        async with ClusterClient(config):
+            pass
+
+
+async def test_no_common_version_names_api_and_both_ranges() -> None:
+    def script(rec: Received) -> Reply | None:
+        if rec.api_key == 18:
+            return Reply(
+                response=ApiVersionsResponse(
+                    api_keys=[
+                        ApiVersionsResponseApiVersion(api_key=18, min_version=0, max_version=4),
+                        ApiVersionsResponseApiVersion(api_key=3, min_version=99, max_version=99),
+                    ]
+                )
+            )
+        return None
+
+    async with FakeBroker(script) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            with pytest.raises(UnsupportedVersionError, match=r"Metadata.*v0-v13.*v99-v99"):
+                conn.version_for(MetadataRequest)
+
+
+async def test_requests_are_pipelined_on_one_connection() -> None:
+    seen = {"metadata": 0}
+
+    async def script(rec: Received) -> Reply | None:
+        if rec.api_key == 3 and not seen["metadata"]:
+            # hold the first answer until all five requests have arrived
+            seen["metadata"] = await asyncio.wait_for(until_five(), 5)
+        return None
+
+    async def until_five() -> int:
+        while sum(r.api_key == 3 for r in fake.received) < 5:
+            await asyncio.sleep(0.01)
+        return 5
+
+    async with FakeBroker(script) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            await asyncio.gather(*(conn.send(MetadataRequest(), timeout_ms=10_000) for _ in range(5)))
+    assert fake.connections == 1
+    assert seen["metadata"] == 5
