@@ -1,0 +1,114 @@
+"""Primitive readers/writers: encodings, bounds checks, errors."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aiokproto.errors import KafkaProtocolError
+from aiokproto.protocol import primitives as p
+
+H = bytes.fromhex
+
+
+def mv(b: bytes) -> memoryview:
+    return memoryview(b)
+
+
+@pytest.mark.parametrize(
+    ("value", "compact", "wire"),
+    [
+        ("ab", False, "0002 6162"),
+        ("ab", True, "03 6162"),
+        ("", True, "01"),
+        ("é", False, "0002 c3a9"),
+    ],
+)
+def test_strings(value: str, compact: bool, wire: str) -> None:
+    out = bytearray()
+    p.write_string(out, value, compact)
+    assert out == H(wire)
+    assert p.read_string(mv(H(wire)), 0, compact) == (value, len(H(wire)))
+
+
+def test_nullable_forms() -> None:
+    for compact, null in ((False, "ffff"), (True, "00")):
+        assert p.read_nullable_string(mv(H(null)), 0, compact) == (None, len(H(null)))
+        with pytest.raises(KafkaProtocolError):
+            p.read_string(mv(H(null)), 0, compact)
+    assert p.read_nullable_bytes(mv(H("ffffffff")), 0, False) == (None, 4)
+    assert p.read_nullable_bytes(mv(H("00")), 0, True) == (None, 1)
+    assert p.read_records(mv(H("ffffffff")), 0, False) == (None, 4)
+    assert p.read_nullable_int_array(mv(H("ffffffff")), 0, False, "i") == (None, 4)
+    assert p.read_nullable_int_array(mv(H("00")), 0, True, "i") == (None, 1)
+    with pytest.raises(KafkaProtocolError):
+        p.read_nullable_string(mv(H("fffe")), 0, False)
+
+
+def test_records_are_zero_copy() -> None:
+    data = H("00000003 616263 ff")
+    view, pos = p.read_records(mv(data), 0, False)
+    assert view is not None and isinstance(view, memoryview)
+    assert view.obj is data and bytes(view) == b"abc" and pos == 7
+
+
+def test_uuid() -> None:
+    u = UUID("12345678-1234-5678-1234-567812345678")
+    assert p.read_uuid(mv(u.bytes), 0) == (u, 16)
+    assert p.read_uuid(mv(bytes(16)), 0) == (UUID(int=0), 16)
+    assert p.ZERO_UUID == UUID(int=0)
+    with pytest.raises(KafkaProtocolError):
+        p.read_uuid(mv(bytes(15)), 0)
+
+
+@pytest.mark.parametrize(
+    ("fn", "wire"),
+    [
+        (lambda b: p.read_string(b, 0, False), "7fff 00"),
+        (lambda b: p.read_string(b, 0, True), "ffffffff0f 00"),
+        (lambda b: p.read_bytes(b, 0, False), "7fffffff 00"),
+        (lambda b: p.read_records(b, 0, True), "ffffffff0f"),
+        (lambda b: p.read_array_len(b, 0, False), "7fffffff 000000"),
+        (lambda b: p.read_int_array(b, 0, False, "q"), "00000002 0000000000000001"),
+        (lambda b: p.read_uuid_array(b, 0, True), "03" + "00" * 20),
+        (lambda b: p.read_string_array(b, 0, False), "7fffffff 0000"),
+        (lambda b: p.read_tag_count(b, 0), "ffffffff07"),
+        (lambda b: p.read_tag_header(b, 0), "01 7f 00"),
+        (lambda b: p.read_uvarint(b, 0), "ffffffffff01"),
+        (lambda b: p.read_uvarint(b, 0), "80"),
+        (lambda b: p.read_struct_marker(b, 0), ""),
+    ],
+)
+def test_bounds_checked(fn: object, wire: str) -> None:
+    with pytest.raises(KafkaProtocolError):
+        fn(mv(H(wire)))  # type: ignore[operator]
+
+
+@given(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=300), st.booleans())
+def test_int_arrays(values: list[int], compact: bool) -> None:
+    out = bytearray()
+    p.write_int_array(out, values, compact, "i")
+    assert p.read_int_array(mv(bytes(out)), 0, compact, "i") == (values, len(out))
+
+
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_varlong_roundtrip(value: int) -> None:
+    out = bytearray()
+    p.write_varlong(out, value)
+    assert p.read_varlong(mv(bytes(out)), 0) == (value, len(out))
+
+
+@given(st.integers(-(2**31), 2**31 - 1))
+def test_varint_roundtrip(value: int) -> None:
+    out = bytearray()
+    p.write_varint(out, value)
+    assert p.read_varint(mv(bytes(out)), 0) == (value, len(out))
+
+
+def test_tagged_fields_sorted_and_merged() -> None:
+    out = bytearray()
+    p.write_tagged_fields(out, [(1, b"a"), (4, b"b")], [(0, b"x"), (2, b"")])
+    assert out == H("04 00 01 78 01 01 61 02 00 04 01 62")

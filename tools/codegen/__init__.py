@@ -1,0 +1,1 @@
+"""Code generator: Kafka JSON specs -> committed Python codecs (``python -m tools.codegen``)."""
