@@ -62,6 +62,7 @@ class FakeBroker:
     received: list[Received] = field(default_factory=list)
     connections: int = 0
     _server: asyncio.Server | None = None
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
     async def __aenter__(self) -> FakeBroker:
@@ -75,6 +76,12 @@ class FakeBroker:
         assert self._server is not None
         self._server.close()
         await self._server.wait_closed()
+
+    async def wait_received(self, predicate: Callable[[list[Received]], bool]) -> None:
+        """Wait until the requests received so far satisfy ``predicate``."""
+        while not predicate(self.received):
+            self._arrived.clear()
+            await self._arrived.wait()
 
     @property
     def bootstrap(self) -> str:
@@ -92,7 +99,9 @@ class FakeBroker:
             )
         if rec.api_key == 3:
             return MetadataResponse(
-                brokers=[MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)],
+                brokers=[
+                    MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)
+                ],
                 cluster_id="fake",
                 controller_id=self.node_id,
             )
@@ -115,6 +124,7 @@ class FakeBroker:
                 request = REQUESTS[api_key].decode(memoryview(frame)[offset:], version)
                 rec = Received(api_key, version, header.correlation_id, request, conn_no)
                 self.received.append(rec)
+                self._arrived.set()
                 queue.put_nowait(rec)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -123,7 +133,9 @@ class FakeBroker:
             await responder
             writer.close()
 
-    async def _respond(self, queue: asyncio.Queue[Received | None], writer: asyncio.StreamWriter) -> None:
+    async def _respond(
+        self, queue: asyncio.Queue[Received | None], writer: asyncio.StreamWriter
+    ) -> None:
         try:
             while (rec := await queue.get()) is not None:
                 reply = self.script(rec) if self.script else None

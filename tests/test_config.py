@@ -17,7 +17,7 @@ def test_bootstrap_forms() -> None:
 
 
 def test_unknown_and_invalid_options() -> None:
-    with pytest.raises(KafkaConfigError, match="unknown option.*linger"):
+    with pytest.raises(KafkaConfigError, match=r"unknown option.*linger"):
         split_options({"bootstrap_servers": "a:1", "linger": 5}, (), "Admin")
     with pytest.raises(KafkaConfigError, match="bootstrap_servers"):
         split_options({}, (), "Admin")

@@ -73,7 +73,9 @@ async def test_bad_answers_kill_the_connection_and_fail_all_in_flight(reply: Rep
 async def test_huge_frame_length_fails_fast_with_bounded_memory() -> None:
     tracemalloc.start()
     try:
-        async with FakeBroker(on_metadata(Reply("raw", raw=b"\x7f\xff\xff\xf0" + b"x" * 64))) as fake:
+        async with FakeBroker(
+            on_metadata(Reply("raw", raw=b"\x7f\xff\xff\xf0" + b"x" * 64))
+        ) as fake:
             async with BrokerConnection(fake.host, fake.port, FAST) as conn:
                 with pytest.raises(KafkaConnectionError) as info:
                     await conn.send(MetadataRequest())
@@ -177,12 +179,13 @@ async def test_requests_are_pipelined_on_one_connection() -> None:
         return None
 
     async def until_five() -> int:
-        while sum(r.api_key == 3 for r in fake.received) < 5:
-            await asyncio.sleep(0.01)
+        await fake.wait_received(lambda got: sum(r.api_key == 3 for r in got) >= 5)
         return 5
 
     async with FakeBroker(script) as fake:
         async with BrokerConnection(fake.host, fake.port, FAST) as conn:
-            await asyncio.gather(*(conn.send(MetadataRequest(), timeout_ms=10_000) for _ in range(5)))
+            await asyncio.gather(
+                *(conn.send(MetadataRequest(), timeout_ms=10_000) for _ in range(5))
+            )
     assert fake.connections == 1
     assert seen["metadata"] == 5
