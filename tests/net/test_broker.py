@@ -126,3 +126,47 @@ async def test_tls_verifies_the_broker_certificate(kafka_secure: LocalKafka) -> 
     with pytest.raises(KafkaAuthenticationError, match="TLS handshake"):
         async with untrusted:
             pass
+
+
+def unsecured_jwt(subject: str) -> str:
+    """An unsigned JWT ("alg": "none") that Kafka's unsecured validator accepts."""
+    import base64
+    import json
+    import time
+
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    now = int(time.time())
+    return f"{part({'alg': 'none'})}.{part({'sub': subject, 'iat': now, 'exp': now + 3600})}."
+
+
+async def test_oauthbearer_with_an_async_token_provider(kafka_secure: LocalKafka) -> None:
+    calls = []
+
+    async def token() -> str:
+        calls.append(1)
+        return unsecured_jwt("alice")
+
+    async with client_for(
+        kafka_secure.bootstrap("SASL_PLAINTEXT"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=token,
+    ) as client:
+        assert client.metadata.snapshot.brokers
+    assert calls
+
+    async def expired() -> str:
+        return "not-a-jwt"
+
+    bad = client_for(
+        kafka_secure.bootstrap("SASL_PLAINTEXT"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=expired,
+        default_api_timeout_ms=5000,
+    )
+    with pytest.raises(KafkaAuthenticationError, match="OAUTHBEARER"):
+        async with bad:
+            pass

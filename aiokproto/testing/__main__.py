@@ -1,0 +1,5 @@
+import sys
+
+from aiokproto.testing.cli import main
+
+sys.exit(main())

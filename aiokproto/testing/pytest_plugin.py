@@ -1,0 +1,165 @@
+"""pytest fixtures for a real Kafka.  Load with
+``pytest_plugins = ["aiokproto.testing.pytest_plugin"]``.
+
+Fixtures (all brokers start lazily, on first use, and live for the session):
+
+* ``kafka``: single node of the selected version (``--kafka-version`` or
+  ``$AIOKPROTO_KAFKA_VERSION``, default 4.3.1), or ``$KAFKA_BOOTSTRAP_SERVERS``.
+  Tests marked ``kafka39`` that use ``kafka`` run once per version.
+* ``kafka_secure``: the same local node, which also has SASL_PLAINTEXT, SSL and
+  SASL_SSL listeners (skips when the broker is not local).
+* ``kafka39``: a single Kafka 3.9.1 node. ``kafka_any``: parametrized over all versions.
+* ``kafka_cluster``: a 3-node cluster (tests may stop/kill/restart nodes; stopped nodes
+  are restarted before the next test).
+* ``topic_name``: a unique topic name per test.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from aiokproto.testing.cluster import LocalKafka
+from aiokproto.testing.config import ALL_LISTENERS, PLAINTEXT_ONLY
+from aiokproto.testing.discovery import (
+    KafkaService,
+    external_bootstrap,
+    kafka_for_tests,
+    local_jars_possible,
+    requested_version,
+)
+from aiokproto.testing.errors import KafkaHarnessError
+from aiokproto.testing.jars import SUPPORTED_VERSIONS
+
+_MARKERS = (
+    "cluster: needs the 3-node KRaft cluster",
+    "kafka39: also runs against Kafka 3.9.1",
+    "slow: long-running test",
+)
+
+
+class KafkaPool:
+    """One single-node Kafka per version, started on first request, stopped at the end."""
+
+    def __init__(self, primary_version: str) -> None:
+        self.primary_version = primary_version
+        self._services: dict[str, KafkaService] = {}
+
+    def get(self, version: str) -> KafkaService:
+        if version not in self._services:
+            if external_bootstrap() is not None and version != self.primary_version:
+                pytest.skip(f"KAFKA_BOOTSTRAP_SERVERS is set; no local Kafka {version} is started")
+            self._services[version] = kafka_for_tests(version, security=ALL_LISTENERS)
+        return self._services[version]
+
+    def close(self) -> None:
+        errors = []
+        for service in self._services.values():
+            try:
+                service.stop()
+            except Exception as exc:  # keep stopping the others
+                errors.append(exc)
+        self._services.clear()
+        if errors:
+            raise KafkaHarnessError(f"stopping Kafka failed: {errors}")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("aiokproto-kafka", "aiokproto local Kafka")
+    group.addoption(
+        "--kafka-version",
+        choices=SUPPORTED_VERSIONS,
+        default=None,
+        help="Apache Kafka version for the 'kafka' fixture "
+        "(default: $AIOKPROTO_KAFKA_VERSION or 4.3.1)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in _MARKERS:
+        config.addinivalue_line("markers", marker)
+
+
+def _primary_version(config: pytest.Config) -> str:
+    option = config.getoption("--kafka-version", default=None)
+    return requested_version(option if isinstance(option, str) else None)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A kafka39-marked test using `kafka` runs against the selected version and 3.9.1.
+    if "kafka" in metafunc.fixturenames and metafunc.definition.get_closest_marker("kafka39"):
+        versions = list(dict.fromkeys([_primary_version(metafunc.config), "3.9.1"]))
+        metafunc.parametrize(
+            "kafka", versions, indirect=True, ids=[f"kafka-{v}" for v in versions], scope="session"
+        )
+
+
+@pytest.fixture(scope="session")
+def kafka_version(pytestconfig: pytest.Config) -> str:
+    return _primary_version(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def kafka_pool(kafka_version: str) -> Iterator[KafkaPool]:
+    pool = KafkaPool(kafka_version)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(scope="session")
+def kafka(request: pytest.FixtureRequest, kafka_pool: KafkaPool) -> KafkaService:
+    version = getattr(request, "param", kafka_pool.primary_version)
+    return kafka_pool.get(str(version))
+
+
+@pytest.fixture(scope="session")
+def kafka39(kafka_pool: KafkaPool) -> KafkaService:
+    return kafka_pool.get("3.9.1")
+
+
+@pytest.fixture(scope="session", params=SUPPORTED_VERSIONS, ids=lambda v: f"kafka-{v}")
+def kafka_any(request: pytest.FixtureRequest, kafka_pool: KafkaPool) -> KafkaService:
+    return kafka_pool.get(str(request.param))
+
+
+@pytest.fixture(scope="session")
+def kafka_secure(kafka_pool: KafkaPool) -> LocalKafka:
+    service = kafka_pool.get(kafka_pool.primary_version)
+    if not isinstance(service, LocalKafka) or not service.security.has_sasl:
+        pytest.skip("SASL/SSL listeners exist only on a locally started Kafka")
+    return service
+
+
+@pytest.fixture(scope="session")
+def _kafka_cluster_session(kafka_version: str) -> Iterator[LocalKafka]:
+    if external_bootstrap() is not None:
+        pytest.skip("KAFKA_BOOTSTRAP_SERVERS is set; the 3-node cluster is started locally only")
+    if not local_jars_possible(kafka_version):
+        pytest.skip("the 3-node cluster needs Java 17+ and Maven on PATH")
+    cluster = LocalKafka(nodes=3, version=kafka_version, security=PLAINTEXT_ONLY).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def kafka_cluster(_kafka_cluster_session: LocalKafka) -> LocalKafka:
+    """The session's 3-node cluster with every node running (healed before each test)."""
+    cluster = _kafka_cluster_session
+    for node in cluster.nodes:
+        if not node.is_running:
+            cluster.restart_node(node.node_id)
+    return cluster
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to this test run: ``t-<test name>-<random hex>``."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:60].strip("-.")
+    return f"t-{stem}-{uuid.uuid4().hex[:10]}"
