@@ -1,0 +1,635 @@
+"""RecordBatch v2 (magic 2): the producer's builder and the consumer's parsed batch.
+
+Layout (big-endian; the CRC-32C covers attributes..end)::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8
+    crc uint32 | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64
+    maxTimestamp int64 | producerId int64 | producerEpoch int16 | baseSequence int32
+    recordCount int32 | records...
+
+    record: length varint | attributes int8 | timestampDelta varlong
+            offsetDelta varint | keyLength varint | key | valueLength varint | value
+            headerCount varint | (headerKeyLength varint | key utf-8 |
+                                  headerValueLength varint | value)*
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from crc32c import crc32c
+
+from aiokproto.errors import (
+    CorruptRecordError,
+    IllegalStateError,
+    KafkaProtocolError,
+    UnsupportedCompressionTypeError,
+)
+from aiokproto.protocol.varint import (
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+)
+from aiokproto.records import compression as _compression
+from aiokproto.records.control import ControlRecord, decode_control_record
+from aiokproto.records.record import CREATE_TIME, LOG_APPEND_TIME, Header, Headers, Record
+
+MAGIC: Final = 2
+HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE: Final = HEADER.size  # 61
+#: bytes counted by batchLength start after baseOffset and batchLength
+LOG_OVERHEAD: Final = 12
+_CRC_START: Final = 21  # attributes..end
+_CRC = struct.Struct(">I")
+_MIN_RECORD: Final = 7  # length, attributes, ts, offset, key len, value len, header count
+
+CODEC_MASK: Final = 0x07
+TIMESTAMP_TYPE_MASK: Final = 0x08
+TRANSACTIONAL_MASK: Final = 0x10
+CONTROL_MASK: Final = 0x20
+DELETE_HORIZON_MASK: Final = 0x40
+
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
+
+# Zig-zag varint bytes for 0..N-1, the common values of lengths and deltas.
+_TABLE_SIZE: Final = 1 << 12
+_VARINT: Final[list[bytes]] = [encode_varint(i) for i in range(_TABLE_SIZE)]
+_NULL_LENGTH: Final = b"\x01"  # varint(-1)
+_NO_HEADERS: Final = b"\x00"
+# Decoded values of one-byte zig-zag varints.
+_ZZ: Final[list[int]] = [(b >> 1) ^ -(b & 1) for b in range(128)]
+# ... and of two-byte ones, indexed by (second byte << 7 | first byte & 127).
+_ZZ2: Final[list[int]] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
+
+
+def _encode_headers(headers: Sequence[Header]) -> bytes:
+    table = _VARINT
+    parts = [encode_varint(len(headers))]
+    for hkey, hvalue in headers:
+        kb = hkey.encode()
+        parts.append(table[len(kb)] if len(kb) < _TABLE_SIZE else encode_varint(len(kb)))
+        parts.append(kb)
+        if hvalue is None:
+            parts.append(_NULL_LENGTH)
+        else:
+            n = len(hvalue)
+            parts.append(table[n] if n < _TABLE_SIZE else encode_varint(n))
+            parts.append(hvalue)
+    return b"".join(parts)
+
+
+class RecordBatchBuilder:
+    """Builds one v2 batch for one partition, record by record.
+
+    Records are encoded as they are appended; the 61-byte header (and compression) is
+    done by ``build()``. The encoded (and compressed) records are kept, so after an
+    epoch bump the idempotent producer can call ``set_producer_state()`` and
+    ``build()`` again for the cost of a CRC, without re-encoding records.
+
+    ``batch_size`` bounds ``estimated_size`` (uncompressed bytes, header included; an
+    upper bound for compressed batches). The first record always fits: one oversized
+    record gets a batch of its own, and the producer decides whether it is too large.
+    """
+
+    __slots__ = (
+        "_base_offset",
+        "_base_sequence",
+        "_base_ts",
+        "_buf",
+        "_codec",
+        "_control",
+        "_count",
+        "_level",
+        "_limit",
+        "_log_append_time",
+        "_max_ts",
+        "_partition_leader_epoch",
+        "_payload",
+        "_producer_epoch",
+        "_producer_id",
+        "_transactional",
+    )
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16384,
+        compression: int = _compression.NONE,
+        compression_level: int | None = None,
+        base_offset: int = 0,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        transactional: bool = False,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        control: bool = False,
+        log_append_time: bool = False,
+    ) -> None:
+        if compression not in _compression.CODEC_NAMES:
+            raise UnsupportedCompressionTypeError(
+                f"unknown compression codec id {compression}"
+            )
+        self._codec = compression
+        self._level = compression_level
+        self._limit = batch_size
+        self._base_offset = base_offset
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._transactional = transactional
+        self._partition_leader_epoch = partition_leader_epoch
+        self._control = control  # brokers write control batches; tests need them too
+        self._log_append_time = log_append_time
+        # header space up front: an uncompressed batch is built in place, no copy
+        self._buf = bytearray(HEADER_SIZE)
+        self._count = 0
+        self._base_ts = 0
+        self._max_ts = -1
+        self._payload: bytes | None = None  # compressed records, kept for rebuilds
+
+    def append(
+        self,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None = None,
+    ) -> int | None:
+        """Append a record; return its offset delta, or None if the batch is full."""
+        n = self._count
+        table = _VARINT
+        if n:
+            td = timestamp_ms - self._base_ts
+            tdb = table[td] if 0 <= td < _TABLE_SIZE else encode_varlong(td)
+            odb = table[n] if n < _TABLE_SIZE else encode_varint(n)
+        else:
+            self._base_ts = self._max_ts = timestamp_ms
+            tdb = odb = b"\x00"
+        if key is None:
+            kb = _NULL_LENGTH
+            key = b""
+        else:
+            kl = len(key)
+            kb = table[kl] if kl < _TABLE_SIZE else encode_varint(kl)
+        if value is None:
+            vb = _NULL_LENGTH
+            value = b""
+        else:
+            vl = len(value)
+            vb = table[vl] if vl < _TABLE_SIZE else encode_varint(vl)
+        hb = _encode_headers(headers) if headers else _NO_HEADERS
+        rec = b"".join((b"\x00", tdb, odb, kb, key, vb, value, hb))
+        rl = len(rec)
+        lb = table[rl] if rl < _TABLE_SIZE else encode_varint(rl)
+        buf = self._buf
+        if n and len(buf) + len(lb) + rl > self._limit:
+            return None
+        buf += lb
+        buf += rec
+        self._count = n + 1
+        if timestamp_ms > self._max_ts:
+            self._max_ts = timestamp_ms
+        self._payload = None
+        return n
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    @property
+    def estimated_size(self) -> int:
+        """Batch size in bytes if built uncompressed (an upper bound if compressed)."""
+        return len(self._buf)
+
+    @property
+    def batch_size(self) -> int:
+        return self._limit
+
+    @property
+    def compression(self) -> int:
+        return self._codec
+
+    @property
+    def producer_id(self) -> int:
+        return self._producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self._base_sequence
+
+    @property
+    def is_transactional(self) -> bool:
+        return self._transactional
+
+    @property
+    def max_timestamp(self) -> int:
+        return self._max_ts
+
+    def set_producer_state(self, producer_id: int, producer_epoch: int,
+                           base_sequence: int) -> None:
+        """Stamp idempotence fields (cheap: only the header changes)."""
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+
+    def set_transactional(self, transactional: bool) -> None:
+        self._transactional = transactional
+
+    def set_base_offset(self, base_offset: int) -> None:
+        self._base_offset = base_offset
+
+    def set_partition_leader_epoch(self, epoch: int) -> None:
+        self._partition_leader_epoch = epoch
+
+    def _attributes(self) -> int:
+        attrs = self._codec
+        if self._log_append_time:
+            attrs |= TIMESTAMP_TYPE_MASK
+        if self._transactional:
+            attrs |= TRANSACTIONAL_MASK
+        if self._control:
+            attrs |= CONTROL_MASK
+        return attrs
+
+    def build(self) -> bytes | bytearray:
+        """The complete batch, compressed as configured. May be called again after
+        ``set_producer_state()``; records are neither re-encoded nor re-compressed.
+
+        An uncompressed batch is returned as the builder's own buffer (no copy): it
+        reflects later ``set_*()``/``build()`` calls, so build again only once the
+        previous result is no longer in use (e.g. when re-sending after an epoch bump).
+        """
+        n = self._count
+        if not n:
+            raise IllegalStateError("cannot build a record batch with no records")
+        out: bytearray
+        if self._codec:
+            payload = self._payload
+            if payload is None:
+                payload = _compression.compress(
+                    self._codec, memoryview(self._buf)[HEADER_SIZE:], self._level
+                )
+                self._payload = payload
+            out = bytearray(HEADER_SIZE)
+            out += payload
+        else:
+            out = self._buf
+        HEADER.pack_into(
+            out,
+            0,
+            self._base_offset,
+            len(out) - LOG_OVERHEAD,
+            self._partition_leader_epoch,
+            MAGIC,
+            0,
+            self._attributes(),
+            n - 1,
+            self._base_ts,
+            self._max_ts,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            n,
+        )
+        with memoryview(out) as view:
+            _CRC.pack_into(out, _CRC_START - 4, crc32c(view[_CRC_START:]))
+        return out
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+class RecordBatch:
+    """A parsed v2 batch: header fields decoded, records decoded only on iteration.
+
+    Construct with ``RecordBatch.parse(buffer, pos)`` or get them from
+    ``aiokproto.records.read_batches``.
+    """
+
+    __slots__ = (
+        "_data",
+        "_max_decompressed",
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "crc",
+        "last_offset_delta",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+    )
+
+    magic: Final = MAGIC
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    def __init__(self, data: memoryview, *, check_crc: bool = True,
+                 max_decompressed_size: int = _compression.DEFAULT_MAX_DECOMPRESSED) -> None:
+        """``data`` is exactly one whole batch (see ``parse`` for a larger buffer)."""
+        if len(data) < HEADER_SIZE:
+            raise CorruptRecordError(f"record batch of {len(data)} bytes is shorter than "
+                                     f"the {HEADER_SIZE}-byte v2 header")
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = HEADER.unpack_from(data)
+        self._data = data
+        self._max_decompressed = max_decompressed_size
+        if magic != MAGIC:
+            raise self._corrupt(f"magic {magic} is not 2")
+        if self.batch_length + LOG_OVERHEAD != len(data):
+            raise self._corrupt(f"batch length {self.batch_length} does not match the "
+                                f"{len(data) - LOG_OVERHEAD} bytes given")
+        if self.record_count < 0:
+            raise self._corrupt(f"negative record count {self.record_count}")
+        if self.record_count * _MIN_RECORD > max(len(data) - HEADER_SIZE, 0) and \
+                not self.attributes & CODEC_MASK:
+            raise self._corrupt(f"{self.record_count} records cannot fit in "
+                                f"{len(data) - HEADER_SIZE} bytes")
+        if check_crc and not self.validate_crc():
+            raise self._corrupt(f"CRC-32C mismatch: batch says {self.crc:#010x}, bytes "
+                                f"give {self.computed_crc():#010x}")
+
+    @classmethod
+    def parse(cls, buf: bytes | bytearray | memoryview, pos: int = 0, *,
+              check_crc: bool = True) -> RecordBatch:
+        """Parse the batch starting at ``pos`` of ``buf`` (must be complete)."""
+        view = memoryview(buf)
+        if len(view) - pos < LOG_OVERHEAD:
+            raise CorruptRecordError(f"record batch at byte {pos} is truncated")
+        length = int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        if length < HEADER_SIZE - LOG_OVERHEAD or pos + LOG_OVERHEAD + length > len(view):
+            raise CorruptRecordError(f"record batch at byte {pos} has bad length {length}")
+        return cls(view[pos:pos + LOG_OVERHEAD + length], check_crc=check_crc)
+
+    def _corrupt(self, what: str) -> CorruptRecordError:
+        return CorruptRecordError(f"record batch at offset {self.base_offset}: {what}")
+
+    def __repr__(self) -> str:
+        return (f"RecordBatch(base_offset={self.base_offset}, "
+                f"last_offset={self.last_offset}, records={self.record_count}, "
+                f"compression={self.compression}, transactional={self.is_transactional}, "
+                f"control={self.is_control})")
+
+    # header-derived properties
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """With the delete-horizon bit, compaction stored the horizon as base timestamp."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self._data)
+
+    def computed_crc(self) -> int:
+        return crc32c(self._data[_CRC_START:])
+
+    def validate_crc(self) -> bool:
+        return self.computed_crc() == self.crc
+
+    # records
+
+    def _records_bytes(self) -> bytes:
+        body = self._data[HEADER_SIZE:]
+        codec = self.attributes & CODEC_MASK
+        if not codec:
+            return bytes(body)
+        try:
+            out = _compression.decompress(codec, body, max_size=self._max_decompressed)
+        except CorruptRecordError as exc:
+            raise self._corrupt(str(exc)) from exc
+        except UnsupportedCompressionTypeError as exc:
+            raise UnsupportedCompressionTypeError(
+                f"record batch at offset {self.base_offset} uses compression codec "
+                f"{codec}, which this client does not support"
+            ) from exc
+        if self.record_count * _MIN_RECORD > len(out):
+            raise self._corrupt(f"{self.record_count} records cannot fit in "
+                                f"{len(out)} decompressed bytes")
+        return out
+
+    def records(self) -> list[Record]:
+        """Decode (and decompress) all records; raises CorruptRecordError if malformed."""
+        lat = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+        return _decode_records(
+            self._records_bytes(), self.record_count, self.base_offset,
+            self.base_timestamp, lat, self.base_offset,
+        )
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def __len__(self) -> int:
+        return self.record_count
+
+    def control_records(self) -> list[ControlRecord]:
+        """Decode the records of a control batch as commit/abort markers."""
+        if not self.attributes & CONTROL_MASK:
+            raise IllegalStateError(f"record batch at offset {self.base_offset} is not a "
+                                    "control batch")
+        return [decode_control_record(r.offset, r.timestamp, r.key, r.value)
+                for r in self.records()]
+
+
+def _decode_headers(buf: bytes, pos: int) -> tuple[Headers, int]:
+    count, pos = decode_varint(buf, pos)
+    if count < 0 or count * 2 > len(buf) - pos:
+        raise CorruptRecordError(f"impossible header count {count}")
+    headers: list[Header] = []
+    for _ in range(count):
+        kl, pos = decode_varint(buf, pos)
+        if kl < 0:
+            raise CorruptRecordError(f"negative header key length {kl}")
+        hkey = buf[pos:pos + kl].decode()
+        pos += kl
+        vl, pos = decode_varint(buf, pos)
+        if vl < 0:
+            if vl != -1:
+                raise CorruptRecordError(f"negative header value length {vl}")
+            headers.append((hkey, None))
+        else:
+            headers.append((hkey, buf[pos:pos + vl]))
+            pos += vl
+    return tuple(headers), pos
+
+
+def _decode_records(buf: bytes, count: int, base_offset: int, base_ts: int,
+                    log_append_ts: int | None, where: int) -> list[Record]:
+    """The consumer's hot loop: 1- and 2-byte varints are decoded inline by table.
+
+    Length fields are not range-checked one by one: every record must end exactly
+    where its length says, and indexing past the buffer raises IndexError, so any
+    inconsistency surfaces as CorruptRecordError below without extra comparisons.
+    """
+    out: list[Record] = []
+    append = out.append
+    new = tuple.__new__
+    record_cls = Record
+    zz = _ZZ
+    zz2 = _ZZ2
+    pos = 0
+    i = 0
+    key: bytes | None
+    value: bytes | None
+    try:
+        for i in range(count):
+            b = buf[pos]
+            if b < 128:
+                length = zz[b]
+                pos += 1
+            else:
+                b2 = buf[pos + 1]
+                if b2 < 128:
+                    length = zz2[b2 << 7 | b & 127]
+                    pos += 2
+                else:
+                    length, pos = decode_varint(buf, pos)
+            rend = pos + length
+            # the attributes byte at pos is unused
+            b = buf[pos + 1]
+            if b < 128:
+                td = zz[b]
+                pos += 2
+            else:
+                b2 = buf[pos + 2]
+                if b2 < 128:
+                    td = zz2[b2 << 7 | b & 127]
+                    pos += 3
+                else:
+                    td, pos = decode_varlong(buf, pos + 1)
+            b = buf[pos]
+            if b < 128:
+                od = zz[b]
+                pos += 1
+            else:
+                b2 = buf[pos + 1]
+                if b2 < 128:
+                    od = zz2[b2 << 7 | b & 127]
+                    pos += 2
+                else:
+                    od, pos = decode_varint(buf, pos)
+            b = buf[pos]
+            if b == 1:  # null key, the common case
+                key = None
+                pos += 1
+            else:
+                if b < 128:
+                    kl = zz[b]
+                    pos += 1
+                else:
+                    kl, pos = decode_varint(buf, pos)
+                if kl < 0:
+                    raise CorruptRecordError(f"record {i} has key length {kl}")
+                key = buf[pos:pos + kl]
+                pos += kl
+            b = buf[pos]
+            if b < 128:
+                if b == 1:
+                    value = None
+                    pos += 1
+                else:
+                    vl = zz[b]
+                    if vl < 0:
+                        raise CorruptRecordError(f"record {i} has value length {vl}")
+                    pos += 1
+                    value = buf[pos:pos + vl]
+                    pos += vl
+            else:
+                b2 = buf[pos + 1]
+                if b2 < 128:
+                    vl = zz2[b2 << 7 | b & 127]
+                    pos += 2
+                else:
+                    vl, pos = decode_varint(buf, pos)
+                if vl < 0:
+                    raise CorruptRecordError(f"record {i} has value length {vl}")
+                value = buf[pos:pos + vl]
+                pos += vl
+            if buf[pos] == 0:
+                headers: Headers = ()
+                pos += 1
+            else:
+                headers, pos = _decode_headers(buf, pos)
+            if pos != rend:
+                raise CorruptRecordError(f"record {i} does not end where its length "
+                                         f"{length} says")
+            append(new(record_cls, (base_offset + od, base_ts + td, CREATE_TIME,
+                                    key, value, headers)))
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"record batch at offset {where}: {exc}") from None
+    except (IndexError, KafkaProtocolError, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(
+            f"record batch at offset {where}: record {i} is truncated or malformed ({exc})"
+        ) from None
+    if pos != len(buf):
+        raise CorruptRecordError(f"record batch at offset {where}: {len(buf) - pos} bytes "
+                                 f"left after its {count} records")
+    if log_append_ts is not None:
+        # LogAppendTime: the broker's time (the batch max timestamp) for every record
+        out = [new(record_cls, (r[0], log_append_ts, LOG_APPEND_TIME, r[3], r[4], r[5]))
+               for r in out]
+    return out
