@@ -20,6 +20,8 @@ SASL_SSL = "SASL_SSL"
 SECURITY_PROTOCOLS: tuple[str, ...] = (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL)
 # OAUTHBEARER uses the broker's built-in unsecured-JWT validator (tests only): any
 # unsigned token with a "sub" claim and a future "exp" is accepted.
+REAUTH_TEST_SESSION_MS = 3000
+
 SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 CONTROLLER_LISTENER = "CONTROLLER"
 LOOPBACK = "127.0.0.1"
@@ -208,6 +210,12 @@ def _sasl_properties(security: SecurityOptions) -> dict[str, str]:
                 # SCRAM credentials live in the cluster metadata (added at format time).
                 jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             props[f"{prefix}.{mech.lower()}.sasl.jaas.config"] = jaas
+    if SASL_PLAINTEXT in security.protocols and "PLAIN" in security.mechanisms:
+        # Short sessions for PLAIN over SASL_PLAINTEXT only, so tests see KIP-368
+        # re-authentication; other listener/mechanism pairs keep unlimited sessions.
+        props["listener.name.sasl_plaintext.plain.connections.max.reauth.ms"] = str(
+            REAUTH_TEST_SESSION_MS
+        )
     return props
 
 

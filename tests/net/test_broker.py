@@ -170,3 +170,26 @@ async def test_oauthbearer_with_an_async_token_provider(kafka_secure: LocalKafka
     with pytest.raises(KafkaAuthenticationError, match="OAUTHBEARER"):
         async with bad:
             pass
+
+
+async def test_sasl_session_is_reauthenticated_before_it_expires(kafka_secure: LocalKafka) -> None:
+    from aiokproto.testing.config import REAUTH_TEST_SESSION_MS
+
+    username, password = _user(kafka_secure)
+    async with client_for(
+        kafka_secure.bootstrap("SASL_PLAINTEXT"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username=username,
+        sasl_plain_password=password,
+    ) as client:
+        node = next(iter(client.metadata.snapshot.brokers))
+        conn = await client.connection(node)
+        first_deadline = conn._reauth_at
+        assert first_deadline is not None  # the broker announced a session lifetime
+        for _ in range(3):  # outlive the 3 s session twice over on one connection
+            await asyncio.sleep(REAUTH_TEST_SESSION_MS / 1000 * 0.8)
+            await conn.send(MetadataRequest(topics=[]))
+        assert conn.connected
+        assert await client.connection(node) is conn
+        assert conn._reauth_at is not None and conn._reauth_at > first_deadline

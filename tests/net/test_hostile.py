@@ -189,3 +189,30 @@ async def test_requests_are_pipelined_on_one_connection() -> None:
             )
     assert fake.connections == 1
     assert seen["metadata"] == 5
+
+
+async def test_acks0_style_requests_register_no_response() -> None:
+    from aiokproto.protocol.messages.produce import ProduceRequest
+
+    def script(rec: Received) -> Reply | None:
+        return Reply("silent") if rec.api_key == 0 else None
+
+    async with FakeBroker(script) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            assert await conn.send(ProduceRequest(acks=0), expect_response=False) is None
+            assert conn.in_flight == 0
+            # the next request's answer still matches (no phantom entry in flight)
+            response = await conn.send(MetadataRequest())
+            assert response.cluster_id == "fake"
+            assert [r.api_key for r in fake.received][-2:] == [0, 3]
+
+
+async def test_idle_connection_is_closed() -> None:
+    config = ConnectionConfig(connections_max_idle_ms=200)
+    async with FakeBroker() as fake:
+        conn = BrokerConnection(fake.host, fake.port, config)
+        await conn.open()
+        closed = asyncio.Event()
+        conn.add_close_listener(lambda c, e: closed.set())
+        await asyncio.wait_for(closed.wait(), 5)
+        assert not conn.connected
