@@ -119,13 +119,13 @@ def validate_built(batches: list[bytes], values: list[bytes]) -> None:
         raise AssertionError("built batches do not round-trip")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small CI-sized run")
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--codecs", default=",".join(CODECS))
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "records.json"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     runs = args.runs or (3 if args.quick else 5)
     sizes = {100: 20_000 if args.quick else 200_000, 1000: 5_000 if args.quick else 50_000}
     codecs = [c for c in args.codecs.split(",") if c]
