@@ -13,7 +13,8 @@ import pytest
 
 from aiokproto.admin import AdminBatchError, ScramMechanism
 from aiokproto.admin._batch import run_batch
-from aiokproto.admin.client import _assignment, _operations
+from aiokproto.admin.base import _operations
+from aiokproto.admin.groups import _assignment
 from aiokproto.admin.scram import salted_password
 from aiokproto.admin.types import AclOperation, OffsetSpec, TopicPartition
 from aiokproto.errors import (
