@@ -169,12 +169,15 @@ class ClusterClient:
         key = (conn.node_id, conn.purpose)
         if self._conns.get(key) is conn:
             del self._conns[key]
-        if not self._closed and "closed by the client" not in str(error):
+        if not self._closed and not conn.closed_by_client:
             self.metadata.request_refresh()
 
-    def least_loaded_node(self) -> int:
-        """A node to send cluster-wide requests to: connected and least busy first."""
-        nodes = self.known_nodes()
+    def least_loaded_node(self, exclude: set[int] | frozenset[int] = frozenset()) -> int:
+        """A node for cluster-wide requests: connected and least busy first.
+
+        Nodes in ``exclude`` are skipped unless nothing else is known.
+        """
+        nodes = [n for n in self.known_nodes() if n not in exclude] or self.known_nodes()
         loop_time = asyncio.get_running_loop().time()
 
         def load(node: int) -> tuple[int, int, float]:
@@ -205,23 +208,16 @@ class ClusterClient:
         )
 
     async def send_any(self, request: Request, *, version: int | None = None) -> Any:
-        """Send to the least loaded node, trying the others when a connection fails."""
+        """Send to the least loaded node, trying each other node once if connections fail."""
         tried: set[int] = set()
-        last: KafkaError | None = None
-        for _ in range(max(1, len(self.known_nodes()))):
-            candidates = [n for n in self.known_nodes() if n not in tried]
-            if not candidates:
-                break
-            node = self.least_loaded_node() if not tried else random.choice(candidates)
-            if node in tried:
-                node = random.choice(candidates)
+        while True:
+            node = self.least_loaded_node(exclude=tried)
             tried.add(node)
             try:
                 return await self.send(node, request, version=version)
-            except KafkaConnectionError as exc:
-                last = exc
-        assert last is not None
-        raise last
+            except KafkaConnectionError:
+                if tried >= set(self.known_nodes()):
+                    raise
 
     async def _send_metadata(self, request: Request) -> Any:
         try:

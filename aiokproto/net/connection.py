@@ -146,6 +146,7 @@ class BrokerConnection:
         self._reauth_lock = asyncio.Lock()
         self._last_used = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
+        self.closed_by_client = False
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {self.purpose}>"
@@ -211,6 +212,8 @@ class BrokerConnection:
 
     def close(self) -> None:
         """Close now; requests still in flight fail with ``KafkaConnectionError``."""
+        if self._error is None:
+            self.closed_by_client = True
         self._kill(KafkaConnectionError(f"{self} was closed by the client"))
 
     # -- requests --------------------------------------------------------------
