@@ -27,3 +27,20 @@ def test_unknown_and_invalid_options() -> None:
         split_options({"bootstrap_servers": "a:1", "metadata_max_age_ms": "x"}, (), "Admin")
     config, own = split_options({"bootstrap_servers": "a:1", "acks": "all"}, ("acks",), "Producer")
     assert own == {"acks": "all"} and config.bootstrap_servers == (("a", 1),)
+
+
+def test_client_config_repr_hides_secrets() -> None:
+    config, _ = split_options(
+        {
+            "bootstrap_servers": "a:1",
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_plain_username": "u",
+            "sasl_plain_password": "hunter2",
+            "ssl_password": "keypass",
+        },
+        (),
+        "test",
+    )
+    text = repr(config) + repr(config.connection) + repr(config.security)
+    assert "hunter2" not in text and "keypass" not in text

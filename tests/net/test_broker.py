@@ -193,3 +193,54 @@ async def test_sasl_session_is_reauthenticated_before_it_expires(kafka_secure: L
         assert conn.connected
         assert await client.connection(node) is conn
         assert conn._reauth_at is not None and conn._reauth_at > first_deadline
+
+
+async def test_each_purpose_gets_its_own_connection(kafka: Any) -> None:
+    async with client_for(kafka.bootstrap_servers) as client:
+        node = next(iter(client.metadata.snapshot.brokers))
+        conns = {
+            p: await client.connection(node, p) for p in ("default", "produce", "fetch", "group")
+        }
+        assert len({id(c) for c in conns.values()}) == 4
+        # a long-poll fetch on the fetch connection does not hold up the group connection
+        long_poll = asyncio.ensure_future(
+            conns["fetch"].send(MetadataRequest(topics=[]), timeout_ms=10_000)
+        )
+        await conns["group"].send(MetadataRequest(topics=[]))
+        await long_poll
+
+
+async def test_bootstrap_skips_a_dead_server(kafka: Any) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    async with client_for(
+        f"127.0.0.1:{dead},{kafka.bootstrap_servers}", reconnect_backoff_max_ms=100
+    ) as client:
+        assert client.metadata.snapshot.brokers
+
+
+async def test_recreated_topic_never_keeps_the_old_topic_id(kafka: Any, topic_name: str) -> None:
+    from aiokproto import Admin, AdminBatchError, NewTopic
+
+    async with Admin(bootstrap_servers=kafka.bootstrap_servers) as admin:
+        await admin.create_topics([NewTopic(topic_name, num_partitions=2, replication_factor=1)])
+        async with client_for(kafka.bootstrap_servers, allow_auto_create_topics=False) as client:
+            client.metadata.track([topic_name])
+            snap = await client.metadata.wait_for(lambda s: topic_name in s.topics, 30)
+            old_id = snap.topics[topic_name].topic_id
+            await admin.delete_topics([topic_name])
+            for _ in range(100):  # deletion completes asynchronously on the broker
+                try:
+                    await admin.create_topics(
+                        [NewTopic(topic_name, num_partitions=1, replication_factor=1)]
+                    )
+                    break
+                except AdminBatchError:  # still being deleted: TopicAlreadyExists
+                    await asyncio.sleep(0.1)
+            snap = await client.metadata.wait_for(
+                lambda s: topic_name in s.topics and s.topics[topic_name].topic_id != old_id, 30
+            )
+            assert snap.partitions_for(topic_name) == (0,)
