@@ -102,8 +102,15 @@ class NodeAddress:
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding.
+
+    Like Kafka's own ``Uuid.randomUuid()``, never one starting with "-": the storage
+    tool's argument parser would read it as an option (about 1 id in 64).
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
 
 
 def quorum_voters(nodes: Sequence[NodeAddress]) -> str:

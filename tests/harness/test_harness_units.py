@@ -177,3 +177,11 @@ def test_resolution_marker_is_required(tmp_path: Path) -> None:
 def test_unknown_version_is_refused() -> None:
     with pytest.raises(KafkaHarnessError, match="unsupported Kafka version"):
         resolve_jars("1.0.0")
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    from aiokproto.testing.config import new_cluster_id
+
+    ids = [new_cluster_id() for _ in range(5000)]
+    assert not any(i.startswith("-") for i in ids)
+    assert all(len(i) == 22 for i in ids)
