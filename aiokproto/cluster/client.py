@@ -232,7 +232,3 @@ class ClusterClient:
                     except KafkaConnectionError:
                         continue
             raise
-
-    async def version_for(self, node_id: int, request_cls: type[Request]) -> int:
-        conn = await self.connection(node_id)
-        return conn.version_for(request_cls)
