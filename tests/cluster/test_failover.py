@@ -7,9 +7,8 @@ import asyncio
 import pytest
 
 from aiokproto import Admin, NewTopic, OffsetSpec, TopicPartition
-from aiokproto.cluster.client import ClusterClient
-from aiokproto.config import split_options
 from aiokproto.testing import LocalKafka
+from tests.clients import client_for
 
 pytestmark = pytest.mark.cluster
 
@@ -21,8 +20,7 @@ async def test_killed_leader_is_replaced_without_user_visible_errors(
     tp = TopicPartition(topic_name, 0)
     async with Admin(bootstrap_servers=bootstrap, request_timeout_ms=3000) as admin:
         await admin.create_topics([NewTopic(topic_name, num_partitions=3, replication_factor=3)])
-        config, _ = split_options({"bootstrap_servers": bootstrap}, (), "test")
-        async with ClusterClient(config) as client:
+        async with client_for(bootstrap) as client:
             client.metadata.track([topic_name])
             snap = await client.metadata.wait_for(
                 lambda s: s.leader_for(topic_name, 0) is not None, 30

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from aiokproto.cluster.client import ClusterClient
-from aiokproto.config import split_options
 from aiokproto.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from aiokproto.protocol.messages.produce import (
     ProduceRequest,
@@ -22,6 +21,7 @@ from aiokproto.protocol.messages.produce import (
     ProduceRequestTopicProduceData,
 )
 from aiokproto.records import Record, RecordBatchBuilder, compression, read_batches
+from tests.clients import client_for
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -41,8 +41,7 @@ def expected_record(i: int) -> tuple[bytes | None, bytes, list[tuple[str, bytes]
 
 
 async def open_client(bootstrap: str) -> ClusterClient:
-    config, _ = split_options({"bootstrap_servers": bootstrap}, (), "test")
-    client = ClusterClient(config)
+    client = client_for(bootstrap)
     await client.start()
     return client
 

@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
-from aiokproto.cluster.client import ClusterClient
-from aiokproto.config import split_options
 from aiokproto.errors import KafkaAuthenticationError
 from aiokproto.protocol.messages import request_class
 from aiokproto.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from aiokproto.testing import LocalKafka
+from tests.clients import client_for
 
 # The APIs whose negotiated version must be the 4.3.1 broker's maximum (issue 4).
 HOT_APIS = {
@@ -26,11 +25,6 @@ HOT_APIS = {
     14: "SyncGroup",
     12: "Heartbeat",
 }
-
-
-def client_for(bootstrap: str, **options: Any) -> ClusterClient:
-    config, _ = split_options({"bootstrap_servers": bootstrap, **options}, (), "test")
-    return ClusterClient(config)
 
 
 async def test_concurrent_requests_pipeline_on_one_connection(kafka: Any) -> None:

@@ -8,8 +8,6 @@ import tracemalloc
 
 import pytest
 
-from aiokproto.cluster.client import ClusterClient
-from aiokproto.config import split_options
 from aiokproto.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
@@ -24,6 +22,7 @@ from aiokproto.protocol.messages.api_versions import (
     ApiVersionsResponseApiVersion,
 )
 from aiokproto.protocol.messages.metadata import MetadataRequest
+from tests.clients import client_for
 from tests.fake_broker import FakeBroker, Received, Reply
 
 FAST = ConnectionConfig(request_timeout_ms=300, socket_connection_setup_timeout_ms=1000)
@@ -121,10 +120,7 @@ async def test_client_recovers_on_the_next_request_after_a_bad_frame() -> None:
         return None
 
     async with FakeBroker(script) as fake:
-        config, _ = split_options(
-            {"bootstrap_servers": fake.bootstrap, "request_timeout_ms": 500}, (), "test"
-        )
-        async with ClusterClient(config) as client:
+        async with client_for(fake.bootstrap, request_timeout_ms=500) as client:
             first = await client.connection(1)
             with pytest.raises(KafkaConnectionError):
                 await client.send(1, ApiVersionsRequest())
@@ -136,17 +132,9 @@ async def test_client_recovers_on_the_next_request_after_a_bad_frame() -> None:
 async def test_dead_bootstrap_gives_a_timeout_naming_the_servers() -> None:
     async with FakeBroker() as fake:
         port = fake.port
-    config, _ = split_options(
-        {
-            "bootstrap_servers": f"127.0.0.1:{port}",
-            "default_api_timeout_ms": 600,
-            "reconnect_backoff_max_ms": 100,
-        },
-        (),
-        "test",
-    )
+    dead = client_for(f"127.0.0.1:{port}", default_api_timeout_ms=600, reconnect_backoff_max_ms=100)
     with pytest.raises(KafkaTimeoutError, match=f"127.0.0.1:{port}"):
-        async with ClusterClient(config):
+        async with dead:
             pass
 
 
