@@ -10,3 +10,15 @@ class TopicPartition(NamedTuple):
 
     topic: str
     partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed (or to-be-committed) position: the next offset to consume.
+
+    ``leader_epoch`` is the epoch of the last consumed record (-1 if unknown); brokers
+    use it to detect log truncation (KIP-320).
+    """
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1

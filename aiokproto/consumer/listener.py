@@ -1,0 +1,27 @@
+"""The rebalance listener users implement to act when partitions move."""
+
+from __future__ import annotations
+
+from aiokproto.structs import TopicPartition
+
+
+class ConsumerRebalanceListener:
+    """Callbacks around a group rebalance; subclass and override what you need.
+
+    All three are coroutines run by the group task, in order, and a rebalance waits for
+    them: commit or flush state in ``on_partitions_revoked``. An exception raised by a
+    callback is logged and re-raised to the consumer's next ``getone``/``getmany``.
+    """
+
+    async def on_partitions_revoked(self, revoked: frozenset[TopicPartition]) -> None:
+        """Partitions this member gives up (it still owns them while this runs)."""
+
+    async def on_partitions_assigned(self, assigned: frozenset[TopicPartition]) -> None:
+        """Partitions newly owned (cooperative: only the added ones)."""
+
+    async def on_partitions_lost(self, lost: frozenset[TopicPartition]) -> None:
+        """Partitions already owned by someone else (session expired, fenced).
+
+        Committing for them would fail; the default treats them as revoked.
+        """
+        await self.on_partitions_revoked(lost)
