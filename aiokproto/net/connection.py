@@ -146,6 +146,7 @@ class BrokerConnection:
         self._reauth_lock = asyncio.Lock()
         self._last_used = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._throttled_until = 0.0  # loop time; KIP-219 client-side throttling
         self.closed_by_client = False
 
     def __repr__(self) -> str:
@@ -249,8 +250,12 @@ class BrokerConnection:
 
         ``expect_response=False`` is for acks=0 produce, which the broker never answers.
         """
-        if self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at:
+        now = asyncio.get_running_loop().time()
+        if self._reauth_at is not None and now >= self._reauth_at:
             await self._reauthenticate()
+        if self._throttled_until > now:
+            # The broker answered a quota violation at once and left the wait to us.
+            await asyncio.sleep(self._throttled_until - now)
         if version is None:
             version = self.version_for(type(request))
         if not expect_response:
@@ -314,8 +319,23 @@ class BrokerConnection:
             return
         del self._in_flight[corr]
         pending.timer.cancel()
+        throttle_from = pending.response_cls.CLIENT_THROTTLE_FROM
+        if throttle_from is not None and pending.version >= throttle_from:
+            self._note_throttle(response)
         if not pending.future.done():
             pending.future.set_result(response)
+
+    def _note_throttle(self, response: Response) -> None:
+        throttle_ms: int = getattr(response, "throttle_time_ms", 0)
+        if throttle_ms > 0:
+            until = asyncio.get_running_loop().time() + throttle_ms / 1000
+            self._throttled_until = max(self._throttled_until, until)
+            log.debug("%s: throttled by the broker for %d ms", self, throttle_ms)
+
+    @property
+    def throttled_for(self) -> float:
+        """Seconds until this connection may send again after a quota violation (KIP-219)."""
+        return max(0.0, self._throttled_until - asyncio.get_running_loop().time())
 
     def _decode(self, pending: _Pending, frame: bytes | bytearray) -> Response:
         view = memoryview(frame)

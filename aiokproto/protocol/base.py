@@ -111,6 +111,10 @@ class ApiMessage(Message):
 class Response(ApiMessage):
     __slots__ = ()
 
+    #: First version in which the broker answers a quota violation at once and the
+    #: client must hold back for ``throttle_time_ms`` (KIP-219); None: never.
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = None
+
 
 class Request(ApiMessage):
     __slots__ = ()

@@ -21,7 +21,7 @@ from aiokproto.protocol.messages.api_versions import (
     ApiVersionsResponse,
     ApiVersionsResponseApiVersion,
 )
-from aiokproto.protocol.messages.metadata import MetadataRequest
+from aiokproto.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from tests.clients import client_for
 from tests.fake_broker import FakeBroker, Received, Reply
 
@@ -204,3 +204,36 @@ async def test_idle_connection_is_closed() -> None:
         conn.add_close_listener(lambda c, e: closed.set())
         await asyncio.wait_for(closed.wait(), 5)
         assert not conn.connected
+
+
+def throttling(ms: int):  # type: ignore[no-untyped-def]
+    """Throttle the first Metadata request only."""
+    seen: list[Received] = []
+
+    def script(rec: Received) -> Reply | None:
+        if rec.api_key != 3:
+            return None
+        seen.append(rec)
+        return Reply("answer", MetadataResponse(throttle_time_ms=ms if len(seen) == 1 else 0))
+
+    return script
+
+
+async def test_throttle_time_holds_back_the_next_request_kip219() -> None:
+    async with FakeBroker(throttling(400)) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            await conn.send(MetadataRequest())
+            answered = time.monotonic()
+            assert 0.2 < conn.throttled_for <= 0.4
+            await conn.send(MetadataRequest())
+            # the second request left only after the broker's throttle time
+            assert time.monotonic() - answered >= 0.35
+            assert conn.throttled_for == 0
+
+
+async def test_throttle_time_of_old_versions_is_the_brokers_business() -> None:
+    # Before Metadata v6 the broker delayed its answer itself; waiting again is wrong.
+    async with FakeBroker(throttling(400)) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            await conn.send(MetadataRequest(), 5)
+            assert conn.throttled_for == 0

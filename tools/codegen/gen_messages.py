@@ -679,6 +679,9 @@ class ModuleGen:
             if spec.kind == "request":
                 resp = spec.name[: -len("Request")] + "Response"
                 lines.append(f"    RESPONSE: ClassVar[type[{resp}]] = {resp}")
+            if spec.kind == "response" and spec.client_throttle_from is not None:
+                throttle = spec.client_throttle_from
+                lines.append(f"    CLIENT_THROTTLE_FROM: ClassVar[int | None] = {throttle}")
             lines.append("")
         for f in d.fields:
             about = " ".join(f.about.split())

@@ -102,6 +102,9 @@ class MessageSpec:
     source: dict[int, str] = field(default_factory=dict)
     # first version marked unstable ("latestVersionUnstable"), if any
     unstable_from: int | None = None
+    # responses with ThrottleTimeMs: first version whose broker answers at once and
+    # leaves the throttling to the client (KIP-219); None when there is no such field
+    client_throttle_from: int | None = None
 
 
 def _parse_fields(
@@ -146,6 +149,20 @@ def _parse_fields(
     return out
 
 
+# Most specs say in a comment where KIP-219 starts for their response; Produce does not
+# (it is v6, per KIP-219). Responses that say nothing are throttled by the broker, which
+# mutes the connection itself, so the client must not wait a second time.
+_KIP219 = re.compile(r"Starting in version (\d+), on quota violation,? brokers send out")
+_KIP219_UNSTATED = {"ProduceResponse": 6}
+
+
+def _client_throttle_from(name: str, text: str, fields: list[FieldSpec]) -> int | None:
+    if not any(f.name == "ThrottleTimeMs" for f in fields):
+        return None
+    found = _KIP219.search(text)
+    return int(found.group(1)) if found else _KIP219_UNSTATED.get(name)
+
+
 def parse_spec(path: Path, source: str) -> MessageSpec:
     raw = load_json(path)
     valid = parse_versions(str(raw["validVersions"]), frozenset(range(0, 1000)))
@@ -161,6 +178,9 @@ def parse_spec(path: Path, source: str) -> MessageSpec:
         fields=fields,
         source={v: source for v in valid},
         unstable_from=unstable,
+        client_throttle_from=_client_throttle_from(
+            str(raw["name"]), path.read_text(encoding="utf-8"), fields
+        ),
     )
 
 
@@ -294,6 +314,7 @@ def merge(new: MessageSpec | None, old: MessageSpec | None) -> MessageSpec:
         fields=_merge_fields(a, b, new.name),
         source={**{v: old.source[v] for v in old_only}, **new.source},
         unstable_from=new.unstable_from,
+        client_throttle_from=new.client_throttle_from,
     )
 
 

@@ -29,6 +29,7 @@ class AddOffsetsToTxnResponse(Response):
     MAX_VERSION: ClassVar[int] = 4
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN: ClassVar[int | None] = 3
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
     #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-4)
     throttle_time_ms: int = 0

@@ -182,6 +182,7 @@ class ApiVersionsResponse(Response):
     MAX_VERSION: ClassVar[int] = 4
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN: ClassVar[int | None] = 3
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 2
 
     #: The top-level error code. (v0-4)
     error_code: int = 0

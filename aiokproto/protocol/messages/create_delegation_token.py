@@ -39,6 +39,7 @@ class CreateDelegationTokenResponse(Response):
     MAX_VERSION: ClassVar[int] = 3
     MAX_STABLE_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN: ClassVar[int | None] = 2
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
     #: The top-level error, or zero if there was no error. (v0-3)
     error_code: int = 0

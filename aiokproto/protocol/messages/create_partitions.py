@@ -91,6 +91,7 @@ class CreatePartitionsResponse(Response):
     MAX_VERSION: ClassVar[int] = 3
     MAX_STABLE_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN: ClassVar[int | None] = 2
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-3)
     throttle_time_ms: int = 0

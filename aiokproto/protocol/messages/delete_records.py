@@ -134,6 +134,7 @@ class DeleteRecordsResponse(Response):
     MAX_VERSION: ClassVar[int] = 2
     MAX_STABLE_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN: ClassVar[int | None] = 2
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-2)
     throttle_time_ms: int = 0

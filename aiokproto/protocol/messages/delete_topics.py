@@ -112,6 +112,7 @@ class DeleteTopicsResponse(Response):
     MAX_VERSION: ClassVar[int] = 6
     MAX_STABLE_VERSION: ClassVar[int] = 6
     FLEXIBLE_MIN: ClassVar[int | None] = 4
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 2
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v1-6; ignorable)
     throttle_time_ms: int = 0

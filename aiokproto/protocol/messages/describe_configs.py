@@ -288,6 +288,7 @@ class DescribeConfigsResponse(Response):
     MAX_VERSION: ClassVar[int] = 4
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN: ClassVar[int | None] = 4
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 2
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-4)
     throttle_time_ms: int = 0

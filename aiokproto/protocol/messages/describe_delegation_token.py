@@ -205,6 +205,7 @@ class DescribeDelegationTokenResponse(Response):
     MAX_VERSION: ClassVar[int] = 3
     MAX_STABLE_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN: ClassVar[int | None] = 2
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
     #: The error code, or 0 if there was no error. (v0-3)
     error_code: int = 0

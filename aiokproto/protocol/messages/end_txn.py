@@ -30,6 +30,7 @@ class EndTxnResponse(Response):
     MAX_VERSION: ClassVar[int] = 5
     MAX_STABLE_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN: ClassVar[int | None] = 3
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-5)
     throttle_time_ms: int = 0

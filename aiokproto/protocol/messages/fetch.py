@@ -505,6 +505,7 @@ class FetchResponse(Response):
     MAX_VERSION: ClassVar[int] = 18
     MAX_STABLE_VERSION: ClassVar[int] = 18
     FLEXIBLE_MIN: ClassVar[int | None] = 12
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 8
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v1-18; ignorable)
     throttle_time_ms: int = 0

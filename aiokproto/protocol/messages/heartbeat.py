@@ -32,6 +32,7 @@ class HeartbeatResponse(Response):
     MAX_VERSION: ClassVar[int] = 4
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN: ClassVar[int | None] = 4
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 2
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v1-4; ignorable)
     throttle_time_ms: int = 0

@@ -32,6 +32,7 @@ class InitProducerIdResponse(Response):
     MAX_VERSION: ClassVar[int] = 6
     MAX_STABLE_VERSION: ClassVar[int] = 6
     FLEXIBLE_MIN: ClassVar[int | None] = 2
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-6; ignorable)
     throttle_time_ms: int = 0

@@ -97,6 +97,7 @@ class JoinGroupResponse(Response):
     MAX_VERSION: ClassVar[int] = 9
     MAX_STABLE_VERSION: ClassVar[int] = 9
     FLEXIBLE_MIN: ClassVar[int | None] = 6
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 3
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v2-9; ignorable)
     throttle_time_ms: int = 0

@@ -89,6 +89,7 @@ class LeaveGroupResponse(Response):
     MAX_VERSION: ClassVar[int] = 5
     MAX_STABLE_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN: ClassVar[int | None] = 4
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 2
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v1-5; ignorable)
     throttle_time_ms: int = 0

@@ -291,6 +291,7 @@ class MetadataResponse(Response):
     MAX_VERSION: ClassVar[int] = 13
     MAX_STABLE_VERSION: ClassVar[int] = 13
     FLEXIBLE_MIN: ClassVar[int | None] = 9
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 6
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v3-13; ignorable)
     throttle_time_ms: int = 0

@@ -347,6 +347,7 @@ class OffsetFetchResponse(Response):
     MAX_VERSION: ClassVar[int] = 10
     MAX_STABLE_VERSION: ClassVar[int] = 10
     FLEXIBLE_MIN: ClassVar[int | None] = 6
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 4
 
     #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v3-10; ignorable)
     throttle_time_ms: int = 0

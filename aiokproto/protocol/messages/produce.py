@@ -377,6 +377,7 @@ class ProduceResponse(Response):
     MAX_VERSION: ClassVar[int] = 13
     MAX_STABLE_VERSION: ClassVar[int] = 13
     FLEXIBLE_MIN: ClassVar[int | None] = 9
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 6
 
     #: Each produce response. (v0-13)
     responses: list[ProduceResponseTopicProduceResponse] = field(default_factory=list)

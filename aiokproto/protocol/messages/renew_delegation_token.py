@@ -29,6 +29,7 @@ class RenewDelegationTokenResponse(Response):
     MAX_VERSION: ClassVar[int] = 2
     MAX_STABLE_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN: ClassVar[int | None] = 2
+    CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
     #: The error code, or 0 if there was no error. (v0-2)
     error_code: int = 0
