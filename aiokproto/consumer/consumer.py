@@ -1,0 +1,596 @@
+"""The ``Consumer``: the application's view of fetching, positions and the group.
+
+It owns a ``ClusterClient``, a ``SubscriptionState``, a ``Fetcher`` and (with
+``group_id``) a ``GroupCoordinator``; every call runs on the caller's task, and
+background failures surface on the next call. Without ``group_id`` a subscription to
+topics (or a pattern) is served by assigning every partition of them to this consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiokproto.cluster.client import ClusterClient
+from aiokproto.config import split_options
+from aiokproto.consumer.config import CONSUMER_OPTIONS, ConsumerConfig, group_option_names
+from aiokproto.consumer.errors import NoGroupError, NoOffsetForPartitionError
+from aiokproto.consumer.fetcher import Fetcher, wait_event
+from aiokproto.consumer.listener import ConsumerRebalanceListener
+from aiokproto.consumer.offsets import EARLIEST, LATEST, OffsetClient
+from aiokproto.consumer.record import ConsumerRecord, OffsetAndTimestamp
+from aiokproto.consumer.subscription import PartitionState, SubscriptionState
+from aiokproto.errors import (
+    IllegalStateError,
+    KafkaConfigError,
+    KafkaTimeoutError,
+)
+from aiokproto.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from aiokproto.consumer.group.coordinator import GroupCoordinator
+
+log = logging.getLogger(__name__)
+
+
+def _check_tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    out = []
+    for tp in partitions:
+        if not isinstance(tp, tuple) or len(tp) != 2:
+            raise KafkaConfigError(f"expected TopicPartition(topic, partition), not {tp!r}")
+        out.append(TopicPartition(*tp))
+    return out
+
+
+class Consumer:
+    """An asyncio Kafka consumer; ``async with Consumer("topic", bootstrap_servers=...)``.
+
+    ``Consumer(*topics, **options)`` subscribes to ``topics`` (a group member with
+    ``group_id``, else all their partitions); with no topics, call ``subscribe()`` or
+    ``assign()``. Options are Java's consumer configs in snake_case.
+    """
+
+    def __init__(self, *topics: str, **options: Any) -> None:
+        group_names = group_option_names()
+        client_config, own = split_options(options, CONSUMER_OPTIONS | group_names, "Consumer")
+        try:
+            self._config = ConsumerConfig(**{k: v for k, v in own.items() if k in CONSUMER_OPTIONS})
+        except TypeError as exc:
+            raise KafkaConfigError(f"Consumer: {exc}") from None
+        self._group_options = {k: v for k, v in own.items() if k in group_names}
+        self._group_config: Any = None
+        if self._config.group_id is not None:
+            from aiokproto.consumer.group.config import GroupConfig
+
+            self._group_config = GroupConfig(
+                group_id=self._config.group_id,
+                client_rack=self._config.client_rack,
+                **self._group_options,
+            )
+        self._client = ClusterClient(client_config)
+        self._subs = SubscriptionState()
+        self._subs.not_yet_consumed = self._not_yet_consumed
+        self._offsets = OffsetClient(self._client, isolation_level=self._config.isolation)
+        self._fetcher = Fetcher(self._client, self._subs, self._config, self._offsets)
+        self._group: GroupCoordinator | None = None
+        self._state = "new"
+        # records taken from the fetcher but not yet yielded by async iteration
+        self._pending: list[ConsumerRecord] = []
+        self._pending_index = 0
+        self._pending_version = 0
+        self._positions_version = -1
+        self._static_topics: frozenset[str] | None = None
+        self._all_topics_wanted = False
+        if topics:
+            self._subs.subscribe(topics)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Connect, learn the cluster, start fetching (and join the group)."""
+        if self._state != "new":
+            raise IllegalStateError(f"the consumer was already started (it is {self._state})")
+        self._state = "starting"
+        try:
+            await self._client.start()
+            await self._fetcher.start()
+            if self._group_config is not None:
+                from aiokproto.consumer.group.coordinator import GroupCoordinator
+
+                self._group = GroupCoordinator(self._client, self._subs, self._group_config)
+                await self._group.start()
+        except BaseException:
+            await self._shutdown()
+            raise
+        self._state = "running"
+
+    async def stop(self, *, timeout_ms: int | None = None) -> None:
+        """Leave the group (final auto-commit if enabled) and close every connection."""
+        if self._state in ("stopped", "new"):
+            self._state = "stopped"
+            return
+        self._drop_pending()
+        self._state = "stopping"
+        await self._shutdown(timeout_ms)
+
+    close = stop
+
+    async def _shutdown(self, timeout_ms: int | None = None) -> None:
+        try:
+            if self._group is not None:
+                await self._group.close(timeout_ms=timeout_ms)
+        finally:
+            try:
+                await self._fetcher.close()
+            finally:
+                if self._all_topics_wanted:
+                    self._client.metadata.want_all_topics(False)
+                    self._all_topics_wanted = False
+                await self._client.close()
+                self._state = "stopped"
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            raise IllegalStateError(
+                f"the consumer is {self._state}; use 'async with Consumer(...)' or start()"
+            )
+
+    # -- subscription ----------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        pattern: str | re.Pattern[str] | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Subscribe to topics or a regex; replaces the previous subscription."""
+        if listener is not None and self._group_config is None:
+            raise KafkaConfigError("a rebalance listener needs group_id (no group, no rebalances)")
+        self._subs.subscribe(topics, pattern=pattern, listener=listener)
+        if self._group is not None:
+            self._group.request_rejoin()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manual assignment: consume exactly these partitions, no group rebalancing."""
+        self._drop_pending()
+        self._subs.assign(_check_tps(partitions))
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._subs.assigned()
+
+    def subscription(self) -> frozenset[str]:
+        return self._subs.topics
+
+    async def unsubscribe(self) -> None:
+        """Drop the subscription or assignment; a group member leaves the group first
+        (final auto-commit and ``on_partitions_revoked`` while it still owns them)."""
+        self._drop_pending()
+        if self._subs.in_group and self._group is not None:
+            await self._group.unsubscribe()
+        self._subs.unsubscribe()
+        if self._static_topics:
+            self._client.metadata.untrack(self._static_topics)
+        self._static_topics = None
+
+    # -- positions ---------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Consume ``partition`` from ``offset`` on the next fetch."""
+        self._drop_pending({partition})
+        self._subs.seek(partition, offset)
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Move to the earliest offset of each partition (all assigned if none given)."""
+        await self._seek_to(EARLIEST, partitions)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Move to the end (high watermark, or last stable offset under read_committed)."""
+        await self._seek_to(LATEST, partitions)
+
+    async def _seek_to(self, timestamp: int, partitions: Iterable[TopicPartition]) -> None:
+        self._check_running()
+        tps = _check_tps(partitions) or sorted(self._subs.assigned())
+        for tp in tps:
+            if self._subs.state_of(tp) is None:
+                raise IllegalStateError(f"{tp} is not assigned to this consumer")
+        answers = await self._offsets.list_offsets(
+            dict.fromkeys(tps, timestamp), timeout_ms=self._client.config.default_api_timeout_ms
+        )
+        self._drop_pending(set(tps))
+        for tp, answer in answers.items():
+            if self._subs.state_of(tp) is not None:
+                self._subs.seek(tp, answer.offset)
+
+    async def position(self, partition: TopicPartition, *, timeout_ms: int | None = None) -> int:
+        """The offset of the next record ``getone``/``getmany`` will hand out."""
+        self._check_running()
+        tp = TopicPartition(*partition)
+        if self._subs.state_of(tp) is None:
+            raise IllegalStateError(f"{tp} is not assigned to this consumer")
+        timeout = (timeout_ms or self._client.config.default_api_timeout_ms) / 1000
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    pending = self._not_yet_consumed().get(tp)
+                    if pending is not None:
+                        return pending[0]
+                    self._fetcher.raise_errors({tp})
+                    state = self._subs.state_of(tp)
+                    if state is None:
+                        raise IllegalStateError(f"{tp} is no longer assigned to this consumer")
+                    if state.position is not None and state.reset is None:
+                        return state.position
+                    waiter = self._fetcher.data_waiter()
+                    await self._ensure_positions()
+                    if state.position is None or state.reset is not None:
+                        await waiter.wait()
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"the position of {tp} was not resolved within {timeout * 1000:.0f} ms"
+            ) from None
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark as of the last fetch (None before one)."""
+        return self._state_of(partition).highwater
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The last stable offset as of the last fetch (None before one)."""
+        return self._state_of(partition).last_stable_offset
+
+    def _state_of(self, partition: TopicPartition) -> PartitionState:
+        state = self._subs.state_of(TopicPartition(*partition))
+        if state is None:
+            raise IllegalStateError(f"{partition} is not assigned to this consumer")
+        return state
+
+    # -- pause / resume --------------------------------------------------------------
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop handing out (and fetching) records of these partitions until resumed."""
+        tps = _check_tps(partitions)
+        self._drop_pending(set(tps))
+        self._subs.pause(*tps)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._subs.resume(*_check_tps(partitions))
+
+    def paused(self) -> frozenset[TopicPartition]:
+        return self._subs.paused()
+
+    # -- offsets of the log --------------------------------------------------------------
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        answers = await self._list(partitions, EARLIEST, timeout_ms)
+        return {tp: a.offset for tp, a in answers.items()}
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """High watermarks (last stable offsets under read_committed)."""
+        answers = await self._list(partitions, LATEST, timeout_ms)
+        return {tp: a.offset for tp, a in answers.items()}
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset with a timestamp >= each given one (None: no such record)."""
+        self._check_running()
+        specs: dict[TopicPartition, int] = {}
+        for tp, ts in timestamps.items():
+            if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+                raise KafkaConfigError(f"offsets_for_times: timestamp for {tp} must be an int >= 0")
+            specs[TopicPartition(*tp)] = ts
+        answers = await self._offsets.list_offsets(
+            specs, timeout_ms=timeout_ms or self._client.config.default_api_timeout_ms
+        )
+        return {
+            tp: None if a.offset < 0 else OffsetAndTimestamp(a.offset, a.timestamp, a.leader_epoch)
+            for tp, a in answers.items()
+        }
+
+    async def _list(
+        self, partitions: Iterable[TopicPartition], timestamp: int, timeout_ms: int | None
+    ) -> dict[TopicPartition, Any]:
+        self._check_running()
+        tps = _check_tps(partitions)
+        return await self._offsets.list_offsets(
+            dict.fromkeys(tps, timestamp),
+            timeout_ms=timeout_ms or self._client.config.default_api_timeout_ms,
+        )
+
+    # -- metadata -------------------------------------------------------------------------
+
+    async def topics(self) -> frozenset[str]:
+        """Every topic in the cluster."""
+        self._check_running()
+        metadata = self._client.metadata
+        metadata.want_all_topics(True)
+        try:
+            snap = await metadata.refresh()
+        finally:
+            metadata.want_all_topics(False)
+        return frozenset(snap.topics)
+
+    async def partitions_for_topic(self, topic: str) -> frozenset[int] | None:
+        """The topic's partition ids (None if the topic does not exist)."""
+        self._check_running()
+        metadata = self._client.metadata
+        metadata.track([topic])
+        try:
+            snap = await metadata.refresh()
+        finally:
+            metadata.untrack([topic])
+        info = snap.topics.get(topic)
+        return None if info is None else frozenset(info.partitions)
+
+    # -- the group ----------------------------------------------------------------------
+
+    def _need_group(self, what: str) -> GroupCoordinator:
+        self._check_running()
+        if self._group is None:
+            raise NoGroupError(f"{what} needs a consumer group; create the Consumer with group_id")
+        return self._group
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit ``offsets`` (next offsets to consume), or every consumed position."""
+        group = self._need_group("commit()")
+        checked: dict[TopicPartition, OffsetAndMetadata] | None = None
+        if offsets is not None:
+            checked = {}
+            for tp, value in offsets.items():
+                if isinstance(value, OffsetAndMetadata):
+                    om = value
+                elif isinstance(value, int) and not isinstance(value, bool):
+                    om = OffsetAndMetadata(value)
+                else:
+                    raise KafkaConfigError(
+                        f"commit: {tp} maps to {value!r}, not an offset or OffsetAndMetadata"
+                    )
+                if om.offset < 0:
+                    raise KafkaConfigError(f"commit: offset for {tp} must be >= 0")
+                checked[TopicPartition(*tp)] = om
+        await group.commit(checked, timeout_ms=timeout_ms)
+
+    async def committed(
+        self, partition: TopicPartition, *, timeout_ms: int | None = None
+    ) -> int | None:
+        """The group's committed offset for ``partition`` (None if nothing is committed)."""
+        group = self._need_group("committed()")
+        tp = TopicPartition(*partition)
+        got = await group.fetch_committed([tp], timeout_ms=timeout_ms)
+        om = got.get(tp)
+        if om is None:
+            return None
+        offset: int = om.offset
+        return offset
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None:
+        return self._group
+
+    # -- consuming -----------------------------------------------------------------------
+
+    async def getmany(
+        self,
+        *partitions: TopicPartition,
+        timeout_ms: int = 0,
+        max_records: int | None = None,
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records fetched so far, waiting up to ``timeout_ms`` for some to arrive."""
+        self._check_running()
+        limit = self._config.max_poll_records if max_records is None else max_records
+        if not isinstance(limit, int) or limit < 1:
+            raise KafkaConfigError(f"max_records must be an int >= 1, not {max_records!r}")
+        only = self._only(partitions)
+        if self._pending_index < len(self._pending):
+            return self._pending_as_dict(limit, only)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        fetcher = self._fetcher
+        while True:
+            await self._poll_housekeeping()
+            waiter = fetcher.data_waiter()
+            out = fetcher.drain(limit, only)
+            if out:
+                return out
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return {}
+            await wait_event(waiter, remaining)
+
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
+        """The next record (of ``partitions`` if given), waiting as long as it takes."""
+        self._check_running()
+        only = self._only(partitions)
+        if only is None:
+            return await self.__anext__()
+        if self._pending_index < len(self._pending):
+            got = self._pending_as_dict(1, only)
+            for recs in got.values():
+                return recs[0]
+        while True:
+            await self._poll_housekeeping()
+            waiter = self._fetcher.data_waiter()
+            out = self._fetcher.drain(1, only)
+            for recs in out.values():
+                return recs[0]
+            await waiter.wait()
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        pending = self._pending
+        i = self._pending_index
+        if i < len(pending) and self._pending_version == self._subs.assignment_version:
+            self._pending_index = i + 1
+            return pending[i]
+        return await self._refill()
+
+    async def _refill(self) -> ConsumerRecord:
+        if self._state != "running":
+            raise StopAsyncIteration
+        if self._pending_version != self._subs.assignment_version:
+            self._drop_unassigned_pending()
+            if self._pending_index < len(self._pending):
+                return await self.__anext__()
+        fetcher = self._fetcher
+        limit = self._config.max_poll_records
+        while True:
+            await self._poll_housekeeping()
+            waiter = fetcher.data_waiter()
+            out = fetcher.drain(limit)
+            if out:
+                if len(out) == 1:
+                    (records,) = out.values()
+                else:
+                    records = [r for recs in out.values() for r in recs]
+                self._pending = records
+                self._pending_index = 1
+                self._pending_version = self._subs.assignment_version
+                return records[0]
+            if self._state != "running":
+                raise StopAsyncIteration
+            await waiter.wait()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _only(self, partitions: tuple[TopicPartition, ...]) -> frozenset[TopicPartition] | None:
+        if not partitions:
+            return None
+        tps = frozenset(_check_tps(partitions))
+        missing = tps - self._subs.assigned()
+        if missing:
+            raise IllegalStateError(f"{sorted(missing)} not assigned to this consumer")
+        return tps
+
+    def _not_yet_consumed(self) -> dict[TopicPartition, tuple[int, int]]:
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        pending = self._pending
+        for i in range(self._pending_index, len(pending)):
+            r = pending[i]
+            tp = TopicPartition(r[0], r[1])
+            if tp not in out:
+                out[tp] = (r[2], r[8])
+        return out
+
+    def _drop_pending(self, partitions: set[TopicPartition] | None = None) -> None:
+        """Forget iteration records (of ``partitions``), rewinding their positions."""
+        if self._pending_index >= len(self._pending):
+            return
+        first = self._not_yet_consumed()
+        for tp, (offset, epoch) in first.items():
+            if partitions is None or tp in partitions:
+                state = self._subs.state_of(tp)
+                if state is not None:
+                    state.position = offset
+                    state.leader_epoch = epoch
+        rest = self._pending[self._pending_index :]
+        if partitions is None:
+            rest = []
+        else:
+            rest = [r for r in rest if (r[0], r[1]) not in partitions]
+        self._pending = rest
+        self._pending_index = 0
+
+    def _drop_unassigned_pending(self) -> None:
+        assigned = self._subs.assigned()
+        rest = self._pending[self._pending_index :]
+        self._pending = [r for r in rest if (r[0], r[1]) in assigned]
+        self._pending_index = 0
+        self._pending_version = self._subs.assignment_version
+
+    def _pending_as_dict(
+        self, limit: int, only: frozenset[TopicPartition] | None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        if self._pending_version != self._subs.assignment_version:
+            self._drop_unassigned_pending()
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        keep: list[ConsumerRecord] = []
+        taken = 0
+        for r in self._pending[self._pending_index :]:
+            tp = TopicPartition(r[0], r[1])
+            if taken < limit and (only is None or tp in only) and tp not in self._subs.paused():
+                out.setdefault(tp, []).append(r)
+                taken += 1
+            else:
+                keep.append(r)
+        self._pending = keep
+        self._pending_index = 0
+        return out
+
+    async def _poll_housekeeping(self) -> None:
+        group = self._group
+        if group is not None:
+            group.notify_poll()
+            group.raise_if_failed()
+        elif self._subs.in_group:
+            self._assign_all_subscribed()
+        if self._subs.assignment_version != self._positions_version:
+            await self._ensure_positions()
+
+    async def _ensure_positions(self) -> None:
+        """Give every assigned partition without a position one: the committed offset
+        (in a group), else ``auto_offset_reset``."""
+        version = self._subs.assignment_version
+        missing = self._subs.missing_positions()
+        if missing and self._group is not None:
+            committed = await self._group.fetch_committed(missing)
+            for tp, om in committed.items():
+                state = self._subs.state_of(tp)
+                if om is not None and state is not None and state.position is None:
+                    self._subs.seek(tp, om.offset, om.leader_epoch)
+            missing = self._subs.missing_positions()
+        if missing:
+            strategy = self._config.auto_offset_reset
+            if strategy == "none":
+                raise NoOffsetForPartitionError(missing, "there is no committed offset")
+            for tp in missing:
+                self._subs.request_reset(tp, "earliest" if strategy == "earliest" else "latest")
+        if version == self._subs.assignment_version:
+            self._positions_version = version
+
+    def _assign_all_subscribed(self) -> None:
+        """No group: a subscription means every partition of the subscribed topics."""
+        metadata = self._client.metadata
+        snap = metadata.snapshot
+        pattern = self._subs.pattern
+        if pattern is not None:
+            if not self._all_topics_wanted:
+                metadata.want_all_topics(True)
+                self._all_topics_wanted = True
+            self._subs.set_matched_topics(
+                t
+                for t, info in snap.topics.items()
+                if pattern.fullmatch(t) and not info.is_internal
+            )
+        topics = self._subs.topics
+        if topics != self._static_topics:
+            if self._static_topics:
+                metadata.untrack(self._static_topics)
+            metadata.track(topics)
+            self._static_topics = topics
+        tps = [
+            TopicPartition(t, p)
+            for t in topics
+            if t in snap.topics
+            for p in snap.topics[t].partitions
+        ]
+        self._subs.set_group_assignment(tps)

@@ -1,0 +1,220 @@
+"""One partition's data from one Fetch response, decoded batch by batch as it is handed out.
+
+Arrival costs nothing but keeping the response buffer: batches are split, CRC-checked,
+decompressed and decoded only when the application asks for records, one batch at a
+time. ``next_offset`` is the position after what was handed out so far; the consumer
+copies it to the partition's position, so it also advances past control batches,
+aborted transactions and offsets compacted away at the end of a batch.
+"""
+
+from __future__ import annotations
+
+from aiokproto.consumer.config import Deserializer
+from aiokproto.consumer.decode import decode_legacy, decode_v2
+from aiokproto.consumer.errors import RecordDeserializationError
+from aiokproto.consumer.record import ConsumerRecord
+from aiokproto.consumer.subscription import PartitionState
+from aiokproto.consumer.transactions import AbortedFilter, is_abort_marker
+from aiokproto.errors import CorruptRecordError, KafkaError
+from aiokproto.records.batch_v2 import RecordBatch
+from aiokproto.records.reader import BatchReader
+from aiokproto.structs import TopicPartition
+
+
+def first_batch_size(view: memoryview) -> int | None:
+    """Size of the first batch in ``view`` if it is cut off, else None (it is whole)."""
+    if len(view) < 12:
+        return 0
+    size = int.from_bytes(view[8:12], "big", signed=True) + 12
+    return size if size > len(view) else None
+
+
+def scan_end(view: memoryview) -> tuple[int, int]:
+    """(offset after the last whole batch, that batch's leader epoch) from the batch
+    headers alone; (-1, -1) if there is no whole batch or a header is malformed (the
+    reader reports that when the data is handed out)."""
+    pos = 0
+    end = len(view)
+    next_offset = -1
+    epoch = -1
+    while end - pos >= 17:
+        size = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True) + 12
+        if size > end - pos:
+            break
+        base = int.from_bytes(view[pos : pos + 8], "big", signed=True)
+        if view[pos + 16] == 2:
+            if size < 61:
+                return -1, -1
+            last_delta = int.from_bytes(view[pos + 23 : pos + 27], "big", signed=True)
+            next_offset = base + last_delta + 1
+            epoch = int.from_bytes(view[pos + 12 : pos + 16], "big", signed=True)
+        else:
+            if size < 26:
+                return -1, -1
+            next_offset = base + 1  # a legacy entry's offset is its (last) record's
+            epoch = -1
+        pos += size
+    return next_offset, epoch
+
+
+class FetchedData:
+    """Records of one partition from one fetch, not yet handed out."""
+
+    __slots__ = (
+        "_batch_next",
+        "_deserialize",
+        "_filter",
+        "_index",
+        "_key_deserializer",
+        "_max_decompressed",
+        "_pos",
+        "_reader",
+        "_records",
+        "_value_deserializer",
+        "_view",
+        "end_epoch",
+        "end_offset",
+        "epoch",
+        "error",
+        "fetch_offset",
+        "next_offset",
+        "state",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        fetch_offset: int,
+        view: memoryview,
+        *,
+        check_crc: bool = True,
+        aborted: AbortedFilter | None = None,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        max_decompressed: int = 256 * 1024 * 1024,
+    ) -> None:
+        self.tp = tp
+        self.state = state
+        self.fetch_offset = fetch_offset
+        self.next_offset = fetch_offset
+        # where the next fetch may start while this is still being handed out
+        self.end_offset, self.end_epoch = scan_end(view)
+        self.epoch = -1
+        self.error: KafkaError | None = None
+        self._view = view
+        self._pos = 0
+        self._reader: BatchReader | None = BatchReader(
+            view, check_crc=check_crc, max_decompressed_size=max_decompressed
+        )
+        self._max_decompressed = max_decompressed
+        self._filter = aborted
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._deserialize = key_deserializer is not None or value_deserializer is not None
+        self._records: list[ConsumerRecord] = []
+        self._index = 0
+        self._batch_next = fetch_offset
+
+    @property
+    def exhausted(self) -> bool:
+        """Nothing left to hand out (an error, if any, is in ``error``)."""
+        if self._index < len(self._records):
+            return False
+        reader = self._reader
+        return reader is None or reader.partial_bytes == 0 or reader.truncated
+
+    def take(self, n: int) -> list[ConsumerRecord]:
+        """Up to ``n`` records of one batch; [] when exhausted. Advances ``next_offset``."""
+        while True:
+            recs = self._records
+            i = self._index
+            size = len(recs)
+            if i < size:
+                end = i + n
+                chunk = recs if i == 0 and end >= size else recs[i:end]
+                i += len(chunk)
+                self._index = i
+                self.next_offset = self._batch_next if i >= size else chunk[-1][2] + 1
+                return chunk
+            if self._reader is None or not self._next_batch():
+                return []
+
+    def _next_batch(self) -> bool:
+        """Decode the next batch that has records for the application."""
+        reader = self._reader
+        assert reader is not None
+        tp = self.tp
+        while True:
+            try:
+                batch = next(reader, None)
+                if batch is None:
+                    self._reader = None
+                    return False
+                start = self._pos
+                self._pos = reader.consumed
+                batch_next = batch.next_offset
+                if batch_next <= self.next_offset:
+                    continue  # wholly before the position (the broker sends whole batches)
+                if isinstance(batch, RecordBatch):
+                    flt = self._filter
+                    if flt is not None:
+                        marker = batch.is_control and is_abort_marker(
+                            c.type for c in batch.control_records()
+                        )
+                        if flt.skip(batch, marker):
+                            self.next_offset = batch_next
+                            continue
+                    elif batch.is_control:
+                        self.next_offset = batch_next
+                        continue
+                    self.epoch = batch.partition_leader_epoch
+                    recs = decode_v2(
+                        batch,
+                        self._view[start : self._pos],
+                        tp.topic,
+                        tp.partition,
+                        max_decompressed=self._max_decompressed,
+                    )
+                else:
+                    self.epoch = -1
+                    recs = decode_legacy(batch, tp.topic, tp.partition)
+            except CorruptRecordError as exc:
+                self.error = exc
+                self._reader = None
+                return False
+            first = self.next_offset
+            if recs and recs[0][2] < first:
+                recs = [r for r in recs if r[2] >= first]
+            self._batch_next = batch_next
+            if recs and self._deserialize:
+                recs = self._deserialized(recs)
+            if not recs:
+                if self.error is not None:
+                    return False
+                self.next_offset = batch_next
+                continue
+            self._records = recs
+            self._index = 0
+            return True
+
+    def _deserialized(self, recs: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        kd = self._key_deserializer
+        vd = self._value_deserializer
+        new = tuple.__new__
+        cls = ConsumerRecord
+        out: list[ConsumerRecord] = []
+        append = out.append
+        for r in recs:
+            try:
+                key = r[5] if kd is None else kd(r[5])
+                value = r[6] if vd is None else vd(r[6])
+            except Exception as exc:
+                # hand out what precedes it; the position then stops at this record
+                self.error = RecordDeserializationError(self.tp, r[2], exc)
+                self._batch_next = r[2]
+                self._reader = None
+                return out
+            append(new(cls, (r[0], r[1], r[2], r[3], r[4], key, value, r[7], r[8])))
+        return out

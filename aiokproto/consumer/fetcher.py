@@ -1,0 +1,719 @@
+"""The fetcher: one fetch loop per broker, a bounded buffer of fetched data, and the
+position housekeeping (offset resets, KIP-320 epoch checks) in a manager task.
+
+Flow: the manager starts a loop for every broker that leads (or, with ``client_rack``,
+is the preferred replica of) an assigned partition with a position. A loop keeps one
+Fetch in flight on its broker's "fetch" connection, inside an incremental fetch
+session, for the partitions that have no buffered data; while the application works
+through one partition's data, the broker's other partitions keep being fetched. A
+partition is fetched again as soon as its buffered data has been handed out.
+
+Memory: at most one response's worth of data per partition is buffered (bounded by
+``max_partition_fetch_bytes``, except a single batch larger than that), plus one
+response in flight per broker (bounded by ``fetch_max_bytes``).
+
+Every task belongs to the fetcher; an unexpected failure in one is raised to the
+application's next ``getmany``/``getone``; broker errors for one partition are handled
+(retries, metadata refresh, resets) or raised the same way when they are final.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+from aiokproto.cluster.client import ClusterClient
+from aiokproto.cluster.snapshot import BrokerInfo
+from aiokproto.consumer.config import READ_COMMITTED, ConsumerConfig
+from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError
+from aiokproto.consumer.fetched import FetchedData, first_batch_size
+from aiokproto.consumer.offsets import EARLIEST, LATEST, OffsetClient
+from aiokproto.consumer.record import ConsumerRecord
+from aiokproto.consumer.session import FetchPlan, FetchSession, PartitionFetch
+from aiokproto.consumer.subscription import PartitionState, SubscriptionState
+from aiokproto.consumer.transactions import AbortedFilter
+from aiokproto.errors import (
+    KafkaError,
+    UnsupportedVersionError,
+    for_code,
+)
+from aiokproto.protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchRequestForgottenTopic,
+    FetchTopic,
+)
+from aiokproto.protocol.primitives import ZERO_UUID
+from aiokproto.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+_OFFSET_OUT_OF_RANGE = 1
+# errors after which the partition's leader (or our metadata) is wrong: refresh, retry
+_STALE_LEADER = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
+#: responses buffered per partition: the next fetch (from the end of the buffered data)
+#: is in flight while the application works through the current one
+PREFETCH_DEPTH = 2
+_MIN_FETCH_VERSION = 4  # isolation level, last stable offset, aborted transactions
+_TOPIC_ID_FETCH_VERSION = 13
+
+
+class _Wakeup:
+    """An event many waiters can wait on without missing a ``set`` between waits."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    def waiter(self) -> asyncio.Event:
+        """Take this before checking for work; ``await waiter.wait()`` if there is none."""
+        return self._event
+
+
+async def wait_event(event: asyncio.Event, seconds: float | None) -> None:
+    """Wait for ``event``, at most ``seconds`` (forever if None)."""
+    if seconds is None:
+        await event.wait()
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+
+
+class Fetcher:
+    """Fetches assigned partitions into a buffer that ``drain`` hands out."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        subscription: SubscriptionState,
+        config: ConsumerConfig,
+        offsets: OffsetClient,
+    ) -> None:
+        self.client = client
+        self.subs = subscription
+        self.config = config
+        self.offsets = offsets
+        self._read_committed = config.isolation == READ_COMMITTED
+        # per partition, fetched data in offset order (at most PREFETCH_DEPTH responses)
+        self._buffer: dict[TopicPartition, list[FetchedData]] = {}
+        self._in_flight: dict[TopicPartition, PartitionState] = {}
+        self._sessions: dict[int, FetchSession] = {}
+        self._node_tasks: dict[int, asyncio.Task[None]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._wake = _Wakeup()
+        self._data = _Wakeup()
+        self._errors: list[KafkaError] = []
+        self._fatal: BaseException | None = None
+        # final per-partition errors, raised while the partition stays where it failed
+        self._partition_errors: dict[
+            TopicPartition, tuple[PartitionState, int, int, KafkaError]
+        ] = {}
+        self._backoff_until: dict[TopicPartition, float] = {}
+        self._oversized: dict[TopicPartition, int] = {}
+        self._tracked: frozenset[str] = frozenset()
+        self._closed = False
+        subscription.add_change_listener(self._subscription_changed)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._guard(self._run), name="aiokproto-fetcher")
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [t for t in (self._task, *self._node_tasks.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._node_tasks.clear()
+        self._buffer.clear()
+        if self._tracked:
+            self.client.metadata.untrack(self._tracked)
+            self._tracked = frozenset()
+
+    async def _guard(self, job: Callable[[], Awaitable[None]]) -> None:
+        # takes a factory: a task cancelled before it ran leaves no unawaited coroutine
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            log.exception("aiokproto fetcher task failed")
+            self._fatal = exc
+            self._data.set()
+
+    def _subscription_changed(self) -> None:
+        self._wake.set()
+        self._data.set()  # waiting callers re-check positions and the assignment
+
+    def wake(self) -> None:
+        """Something changed (assignment, a position, buffered data consumed): re-plan."""
+        self._wake.set()
+
+    # -- handing out -------------------------------------------------------------
+
+    def data_waiter(self) -> asyncio.Event:
+        return self._data.waiter()
+
+    def has_data(self) -> bool:
+        return bool(self._buffer)
+
+    def raise_errors(self, partitions: Collection[TopicPartition] | None = None) -> None:
+        if self._fatal is not None:
+            raise KafkaError(f"the consumer's fetcher failed: {self._fatal!r}") from self._fatal
+        if self._errors:
+            raise self._errors.pop(0)
+        if self._partition_errors:
+            states = self.subs.states()
+            out_of_range: dict[TopicPartition, int] = {}
+            for tp, (state, seeks, position, exc) in list(self._partition_errors.items()):
+                if (
+                    states.get(tp) is not state
+                    or state.seeks != seeks
+                    or state.position != position
+                ):
+                    del self._partition_errors[tp]  # seeked or reassigned since
+                elif partitions is None or tp in partitions:
+                    if isinstance(exc, OffsetOutOfRangeConsumerError):
+                        out_of_range[tp] = position
+                    else:
+                        raise exc
+            if out_of_range:
+                raise OffsetOutOfRangeConsumerError(out_of_range)
+
+    def drain(
+        self, max_records: int, partitions: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Hand out up to ``max_records`` buffered records, advancing positions."""
+        self.raise_errors(partitions)
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        buffer = self._buffer
+        if not buffer:
+            return out
+        states = self.subs.states()
+        remaining = max_records
+        freed = False
+        error: KafkaError | None = None
+        for tp in list(buffer):
+            if partitions is not None and tp not in partitions:
+                continue
+            queue = buffer[tp]
+            fd = queue[0]
+            state = states.get(tp)
+            if state is not fd.state or state.position != fd.next_offset:
+                del buffer[tp]  # unassigned or seeked since it was fetched
+                freed = True
+                continue
+            if state.paused:
+                continue
+            parts: list[list[ConsumerRecord]] = []
+            got = 0
+            while True:
+                recs = fd.take(remaining - got)
+                if recs:
+                    parts.append(recs)
+                    got += len(recs)
+                state.position = fd.next_offset
+                if fd.exhausted:
+                    del queue[0]
+                    freed = True
+                    if fd.error is not None:
+                        error = fd.error
+                        del buffer[tp]
+                        break
+                    if not queue:
+                        del buffer[tp]
+                        break
+                    fd = queue[0]
+                    if fd.next_offset != state.position:
+                        del buffer[tp]  # not contiguous (cannot happen; be safe)
+                        break
+                elif not recs:
+                    break
+                if got >= remaining:
+                    break
+            if parts:
+                recs = parts[0] if len(parts) == 1 else [r for part in parts for r in part]
+                state.leader_epoch = recs[-1][8]
+                out[tp] = recs
+                remaining -= got
+            if error is not None or remaining <= 0:
+                break
+        if freed:
+            self.wake()
+        if error is not None:
+            if out:
+                self._errors.append(error)
+            else:
+                raise error
+        return out
+
+    # -- the manager task ----------------------------------------------------------
+
+    async def _run(self) -> None:
+        metadata = self.client.metadata
+        backoff = self.client.config.retry_backoff_ms / 1000
+        while True:
+            waiter = self._wake.waiter()
+            self._sync_tracking()
+            retry = False
+            if self.subs.pending_resets():
+                retry |= await self._resolve_resets()
+            if self.subs.needs_validation():
+                retry |= await self._validate_positions()
+            routes, unroutable = self._routes()
+            for node in routes:
+                if node not in self._node_tasks:
+                    self._node_tasks[node] = asyncio.create_task(
+                        self._guard(functools.partial(self._node_loop, node)),
+                        name=f"aiokproto-fetch-{node}",
+                    )
+            timeout: float | None = None
+            if unroutable or retry:
+                metadata.request_refresh()
+                timeout = backoff
+            if self._backoff_until:
+                now = asyncio.get_running_loop().time()
+                soonest = min(self._backoff_until.values()) - now
+                timeout = max(0.0, min(timeout if timeout is not None else soonest, soonest))
+            await wait_event(waiter, timeout)
+            if timeout is not None and not waiter.is_set():
+                self.wake()  # back-offs ended: let the broker loops look again
+
+    def _sync_tracking(self) -> None:
+        topics = frozenset(tp.topic for tp in self.subs.assigned())
+        if topics != self._tracked:
+            metadata = self.client.metadata
+            metadata.track(topics - self._tracked)
+            metadata.untrack(self._tracked - topics)
+            self._tracked = topics
+
+    def _routes(self) -> tuple[dict[int, dict[TopicPartition, PartitionFetch]], bool]:
+        """Fetchable partitions by the node to fetch them from; True if some have no leader."""
+        snap = self.client.metadata.snapshot
+        loop_time = asyncio.get_running_loop().time()
+        routes: dict[int, dict[TopicPartition, PartitionFetch]] = {}
+        unroutable = False
+        buffer = self._buffer
+        in_flight = self._in_flight
+        errors = self._partition_errors
+        backoff = self._backoff_until
+        base_max = self.config.max_partition_fetch_bytes
+        for tp, state in self.subs.states().items():
+            position = state.position
+            if (
+                position is None
+                or state.paused
+                or state.reset is not None
+                or state.validate_epoch
+                or tp in in_flight
+            ):
+                continue
+            error = errors.get(tp)
+            if (
+                error is not None
+                and error[0] is state
+                and error[1] == state.seeks
+                and error[2] == position
+            ):
+                continue
+            last_epoch = state.leader_epoch
+            queue = buffer.get(tp)
+            if queue:
+                # prefetch: continue where the buffered data ends
+                tail = queue[-1]
+                if len(queue) >= PREFETCH_DEPTH or tail.end_offset < 0 or tail.state is not state:
+                    continue
+                position = tail.end_offset
+                if tail.end_epoch >= 0:
+                    last_epoch = tail.end_epoch
+            if tp in backoff:
+                if backoff[tp] > loop_time:
+                    continue
+                del backoff[tp]
+            topic = snap.topics.get(tp.topic)
+            info = topic.partitions.get(tp.partition) if topic is not None else None
+            if topic is None or info is None or info.leader < 0:
+                unroutable = True
+                continue
+            node = info.leader
+            preferred = state.preferred_replica
+            if preferred is not None:
+                if state.preferred_until > loop_time and preferred in snap.brokers:
+                    node = preferred
+                else:
+                    state.preferred_replica = None
+            routes.setdefault(node, {})[tp] = PartitionFetch(
+                topic.topic_id,
+                position,
+                info.leader_epoch,
+                last_epoch,
+                max(base_max, self._oversized.get(tp, 0)),
+            )
+        return routes, unroutable
+
+    # -- per-broker fetch loops --------------------------------------------------------
+
+    async def _node_loop(self, node: int) -> None:
+        session = self._sessions.setdefault(node, FetchSession())
+        try:
+            while True:
+                waiter = self._wake.waiter()
+                wanted = self._routes()[0].get(node)
+                if not wanted:
+                    if not self._node_has_partitions(node):
+                        self.wake()  # leadership moved: the manager starts other loops
+                        return
+                    await waiter.wait()
+                    continue
+                await self._fetch_once(node, session, wanted)
+        finally:
+            if self._node_tasks.get(node) is asyncio.current_task():
+                del self._node_tasks[node]
+
+    def _node_has_partitions(self, node: int) -> bool:
+        snap = self.client.metadata.snapshot
+        for tp, state in self.subs.states().items():
+            if state.preferred_replica == node or snap.leader_for(tp.topic, tp.partition) == node:
+                return True
+        return False
+
+    async def _fetch_once(
+        self, node: int, session: FetchSession, wanted: dict[TopicPartition, PartitionFetch]
+    ) -> None:
+        config = self.config
+        states = self.subs.states()
+        mine = {tp: states[tp] for tp in wanted}
+        self._in_flight.update(mine)
+        try:
+            try:
+                conn = await self.client.connection(node, "fetch")
+                version = conn.version_for(FetchRequest, _MIN_FETCH_VERSION)
+                if version >= _TOPIC_ID_FETCH_VERSION and any(
+                    s.topic_id == ZERO_UUID for s in wanted.values()
+                ):
+                    version = _TOPIC_ID_FETCH_VERSION - 1  # metadata without topic ids
+                plan = session.plan(wanted, sessions=version >= 7)
+                request = self._build_request(plan)
+                response: Any = await conn.send(
+                    request,
+                    version,
+                    timeout_ms=self.client.config.request_timeout_ms + config.fetch_max_wait_ms,
+                )
+            except (KafkaError, OSError) as exc:
+                session.on_failure()
+                self._fetch_failed(node, wanted, exc)
+                await asyncio.sleep(self.client.config.retry_backoff_ms / 1000)
+                if isinstance(exc, KafkaError) and exc.retriable:
+                    # the broker may be gone: learn where its partitions went
+                    with contextlib.suppress(KafkaError, TimeoutError):
+                        async with asyncio.timeout(self.client.config.request_timeout_ms / 1000):
+                            await self.client.metadata.refresh()
+                    self.wake()
+                return
+            session.on_response(plan, response.error_code, response.session_id)
+            if response.error_code:
+                error = for_code(response.error_code)(f"Fetch from node {node}")
+                if plan.epoch > 0 and response.error_code in (70, 71):
+                    log.debug("fetch session with node %d reset: %s", node, error)
+                    return
+                log.warning("fetch from node %d failed: %s", node, error)
+                if not error.retriable and not error.invalid_metadata:
+                    self._errors.append(error)
+                    self._data.set()
+                await asyncio.sleep(self.client.config.retry_backoff_ms / 1000)
+                return
+            self._handle_response(node, plan, response, version, mine)
+        finally:
+            for tp, state in mine.items():
+                if self._in_flight.get(tp) is state:
+                    del self._in_flight[tp]
+
+    def _build_request(self, plan: FetchPlan) -> FetchRequest:
+        config = self.config
+        topics: dict[str, FetchTopic] = {}
+        # oversized partitions first: only the first partition may exceed the limits
+        order = sorted(plan.send.items(), key=lambda item: item[0] not in self._oversized)
+        for tp, spec in order:
+            ft = topics.get(tp.topic)
+            if ft is None:
+                ft = topics[tp.topic] = FetchTopic(topic=tp.topic, topic_id=spec.topic_id)
+            ft.partitions.append(
+                FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=spec.current_leader_epoch,
+                    fetch_offset=spec.fetch_offset,
+                    last_fetched_epoch=spec.last_fetched_epoch,
+                    log_start_offset=-1,
+                    partition_max_bytes=spec.max_bytes,
+                )
+            )
+        forgotten: dict[tuple[str, uuid.UUID], list[int]] = {}
+        for tp, topic_id in plan.forgotten.items():
+            forgotten.setdefault((tp.topic, topic_id), []).append(tp.partition)
+        return FetchRequest(
+            replica_id=-1,
+            max_wait_ms=config.fetch_max_wait_ms,
+            min_bytes=config.fetch_min_bytes,
+            max_bytes=config.fetch_max_bytes,
+            isolation_level=config.isolation,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=list(topics.values()),
+            forgotten_topics_data=[
+                FetchRequestForgottenTopic(topic=t, topic_id=tid, partitions=ps)
+                for (t, tid), ps in forgotten.items()
+            ],
+            rack_id=config.client_rack or "",
+        )
+
+    def _fetch_failed(
+        self, node: int, wanted: dict[TopicPartition, PartitionFetch], exc: BaseException
+    ) -> None:
+        if isinstance(exc, UnsupportedVersionError):
+            self._errors.append(exc)
+            self._data.set()
+        log.info("fetch from node %d failed (%s); retrying", node, exc)
+        states = self.subs.states()
+        for tp in wanted:
+            state = states.get(tp)
+            if state is not None and state.preferred_replica == node:
+                state.preferred_replica = None  # fall back to the leader
+
+    # -- responses -----------------------------------------------------------------------
+
+    def _handle_response(
+        self,
+        node: int,
+        plan: FetchPlan,
+        response: Any,
+        version: int,
+        mine: dict[TopicPartition, PartitionState],
+    ) -> None:
+        config = self.config
+        names = {spec.topic_id: tp.topic for tp, spec in plan.wanted.items()}
+        states = self.subs.states()
+        loop_time = asyncio.get_running_loop().time()
+        got_data = False
+        for t in response.responses:
+            topic = t.topic if version < _TOPIC_ID_FETCH_VERSION else names.get(t.topic_id)
+            if topic is None:
+                continue
+            for p in t.partitions:
+                tp = TopicPartition(topic, p.partition_index)
+                spec = plan.wanted.get(tp)
+                state = states.get(tp)
+                if spec is None or state is None or state is not mine.get(tp):
+                    continue  # unassigned while the fetch was out
+                queue = self._buffer.get(tp)
+                if queue:
+                    if (
+                        queue[-1].end_offset != spec.fetch_offset
+                        or queue[0].state is not state
+                        or state.position != queue[0].next_offset
+                    ):
+                        continue  # seeked while the fetch was out
+                    if p.error_code or p.diverging_epoch.epoch >= 0:
+                        # a prefetch: sort it out once the data before it is handed out
+                        continue
+                elif state.position != spec.fetch_offset:
+                    continue  # seeked while the fetch was out
+                if p.error_code:
+                    self._partition_error(node, tp, state, spec, p, response)
+                    continue
+                state.highwater = p.high_watermark
+                if p.last_stable_offset >= 0:
+                    state.last_stable_offset = p.last_stable_offset
+                if p.log_start_offset >= 0:
+                    state.log_start_offset = p.log_start_offset
+                diverging = p.diverging_epoch
+                if diverging.epoch >= 0 and diverging.end_offset >= 0:
+                    self._truncated(tp, state, diverging.epoch, diverging.end_offset)
+                    continue
+                if p.preferred_read_replica >= 0 and p.preferred_read_replica != node:
+                    state.preferred_replica = p.preferred_read_replica
+                    state.preferred_until = (
+                        loop_time + self.client.config.metadata_max_age_ms / 1000
+                    )
+                    self.wake()
+                    continue
+                records = p.records
+                if not records:
+                    continue
+                view = memoryview(records)
+                cut = first_batch_size(view)
+                if cut is not None:
+                    # a batch larger than we allowed: ask for at least its size next time
+                    self._oversized[tp] = max(cut, spec.max_bytes * 2)
+                    self.wake()
+                    continue
+                self._oversized.pop(tp, None)
+                aborted = None
+                if self._read_committed and p.aborted_transactions:
+                    aborted = AbortedFilter(
+                        (a.producer_id, a.first_offset) for a in p.aborted_transactions
+                    )
+                fd = FetchedData(
+                    tp,
+                    state,
+                    spec.fetch_offset,
+                    view,
+                    check_crc=config.check_crcs,
+                    aborted=aborted,
+                    key_deserializer=config.key_deserializer,
+                    value_deserializer=config.value_deserializer,
+                )
+                if queue:
+                    queue.append(fd)
+                else:
+                    self._buffer[tp] = [fd]
+                got_data = True
+        if got_data:
+            self._data.set()
+
+    def _partition_error(
+        self,
+        node: int,
+        tp: TopicPartition,
+        state: PartitionState,
+        spec: PartitionFetch,
+        p: Any,
+        response: Any,
+    ) -> None:
+        code = p.error_code
+        exc = for_code(code)(f"Fetch {tp.topic}-{tp.partition} at offset {spec.fetch_offset}")
+        on_follower = state.preferred_replica is not None
+        state.preferred_replica = None
+        if code == _OFFSET_OUT_OF_RANGE:
+            if on_follower:
+                return  # the follower may lag; ask the leader
+            strategy = self.config.auto_offset_reset
+            if strategy == "none":
+                self._partition_errors[tp] = (
+                    state,
+                    state.seeks,
+                    spec.fetch_offset,
+                    OffsetOutOfRangeConsumerError({tp: spec.fetch_offset}),
+                )
+                self._data.set()
+            else:
+                log.info(
+                    "offset %d of %s is out of range; resetting to %s",
+                    spec.fetch_offset,
+                    tp,
+                    strategy,
+                )
+                self.subs.request_reset(tp, "earliest" if strategy == "earliest" else "latest")
+            return
+        if code in _STALE_LEADER or exc.invalid_metadata:
+            leader = p.current_leader
+            if leader.leader_id >= 0 and leader.leader_epoch >= 0:
+                endpoints = [
+                    BrokerInfo(e.node_id, e.host, e.port, e.rack)
+                    for e in getattr(response, "node_endpoints", None) or ()
+                ]
+                self.client.metadata.apply_leader_hint(
+                    tp.topic, tp.partition, leader.leader_id, leader.leader_epoch, endpoints
+                )
+            else:
+                self.client.metadata.request_refresh()
+            log.debug("fetch %s from node %d: %s", tp, node, exc)
+            self._back_off(tp)
+            return
+        if exc.retriable:
+            log.debug("fetch %s from node %d: %s; retrying", tp, node, exc)
+            self._back_off(tp)
+            return
+        log.warning("fetch %s from node %d failed: %s", tp, node, exc)
+        self._partition_errors[tp] = (state, state.seeks, spec.fetch_offset, exc)
+        self._data.set()
+
+    def _back_off(self, tp: TopicPartition) -> None:
+        loop_time = asyncio.get_running_loop().time()
+        self._backoff_until[tp] = loop_time + self.client.config.retry_backoff_ms / 1000
+        self.wake()  # the manager sleeps until the earliest back-off ends
+
+    def _truncated(
+        self, tp: TopicPartition, state: PartitionState, epoch: int, end_offset: int
+    ) -> None:
+        position = state.position
+        if position is not None and end_offset < position:
+            log.warning(
+                "log truncation on %s: records from offset %d to %d are gone from the "
+                "leader (epoch %d ended at %d); consuming from %d",
+                tp,
+                end_offset,
+                position,
+                epoch,
+                end_offset,
+                end_offset,
+            )
+            state.position = end_offset
+        state.leader_epoch = epoch
+        self.subs.notify_changed()
+
+    # -- position housekeeping -----------------------------------------------------------
+
+    async def _resolve_resets(self) -> bool:
+        """ListOffsets for partitions waiting for a reset; True if some must be retried."""
+        pending = self.subs.pending_resets()
+        snap = self.client.metadata.snapshot
+        specs: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, strategy in pending.items():
+            info = snap.partition(tp.topic, tp.partition)
+            epoch = info.leader_epoch if info is not None else -1
+            specs[tp] = (EARLIEST if strategy == "earliest" else LATEST, epoch)
+        results, errors = await self.offsets.list_offsets_once(specs)
+        for tp, answer in results.items():
+            strategy = pending[tp]
+            if self.subs.finish_reset(tp, strategy, answer.offset):
+                log.debug("%s reset to %s offset %d", tp, strategy, answer.offset)
+        for exc in errors.values():
+            if not exc.retriable:
+                self._errors.append(exc)
+                self._data.set()
+        return bool(errors)
+
+    async def _validate_positions(self) -> bool:
+        """KIP-320: check positions that came with a leader epoch against the log."""
+        snap = self.client.metadata.snapshot
+        states = self.subs.states()
+        specs: dict[TopicPartition, tuple[int, int]] = {}
+        for tp in self.subs.needs_validation():
+            info = snap.partition(tp.topic, tp.partition)
+            specs[tp] = (states[tp].leader_epoch, info.leader_epoch if info is not None else -1)
+        try:
+            results, errors = await self.offsets.epoch_end_offsets_once(specs)
+        except UnsupportedVersionError:
+            results, errors = {}, {}
+            for tp in specs:
+                states[tp].validate_epoch = False
+        states = self.subs.states()
+        for tp, end in results.items():
+            state = states.get(tp)
+            if state is None or not state.validate_epoch or state.leader_epoch != specs[tp][0]:
+                continue
+            state.validate_epoch = False
+            if (
+                end.end_offset >= 0
+                and state.position is not None
+                and end.end_offset < state.position
+            ):
+                self._truncated(tp, state, end.leader_epoch, end.end_offset)
+        for tp, exc in errors.items():
+            if not exc.retriable:
+                state = states.get(tp)
+                if state is not None:
+                    state.validate_epoch = False  # cannot check; consume from the position
+                log.warning("cannot validate the position of %s: %s", tp, exc)
+        self.subs.notify_changed()
+        return any(exc.retriable for exc in errors.values())

@@ -1,0 +1,365 @@
+"""What the consumer is subscribed to, what it is assigned, and where it is in each partition.
+
+Plain state on one event loop: no I/O, no tasks, no locks. The user API, the group task
+and the fetcher all read and write it; the rules that keep them consistent live here.
+
+Each assigned partition has a ``PartitionState`` object. When a partition leaves the
+assignment its object is dropped, and if it comes back it gets a new one, so the fetcher
+can tell stale prefetched data apart by object identity (``state_of(tp) is state``) and
+by offset (``state.position == fetched offset``); a seek changes the position, which
+invalidates buffered data for that partition the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+from aiokproto.consumer.listener import ConsumerRebalanceListener
+from aiokproto.errors import IllegalStateError, KafkaConfigError
+from aiokproto.structs import OffsetAndMetadata, TopicPartition
+
+SubscriptionKind = Literal["none", "topics", "pattern", "assigned"]
+ResetStrategy = Literal["earliest", "latest"]
+
+
+class PartitionState:
+    """One assigned partition: position and what the last fetch told us about it."""
+
+    __slots__ = (
+        "highwater",
+        "last_stable_offset",
+        "leader_epoch",
+        "log_start_offset",
+        "paused",
+        "position",
+        "preferred_replica",
+        "preferred_until",
+        "reset",
+        "seeks",
+        "validate_epoch",
+    )
+
+    def __init__(self) -> None:
+        # next offset to hand out; None until resolved (committed offset or a reset)
+        self.position: int | None = None
+        # epoch of the last consumed record (-1 unknown); sent as last_fetched_epoch
+        self.leader_epoch = -1
+        self.paused = False
+        # a seek_to_beginning/end (or auto reset) waiting for ListOffsets
+        self.reset: ResetStrategy | None = None
+        # position came with an epoch that must be checked against the leader (KIP-320)
+        self.validate_epoch = False
+        self.highwater: int | None = None
+        self.last_stable_offset: int | None = None
+        self.log_start_offset: int | None = None
+        # KIP-392 follower fetching: node to fetch from, until a monotonic deadline
+        self.preferred_replica: int | None = None
+        self.preferred_until = 0.0
+        # counts seeks and resets: an error tied to a position is over once it moves,
+        # even to the same offset
+        self.seeks = 0
+
+    @property
+    def fetchable(self) -> bool:
+        return (
+            self.position is not None
+            and not self.paused
+            and self.reset is None
+            and not self.validate_epoch
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionState(position={self.position}, leader_epoch={self.leader_epoch},"
+            f" paused={self.paused}, reset={self.reset})"
+        )
+
+
+def _check_topics(topics: Iterable[str]) -> frozenset[str]:
+    if isinstance(topics, str):
+        topics = (topics,)
+    out = []
+    for topic in topics:
+        if not isinstance(topic, str) or not topic:
+            raise KafkaConfigError(f"topic names must be non-empty strings, not {topic!r}")
+        out.append(topic)
+    return frozenset(out)
+
+
+def _check_partitions(partitions: Iterable[TopicPartition]) -> frozenset[TopicPartition]:
+    out = []
+    for tp in partitions:
+        if not isinstance(tp, tuple) or len(tp) != 2:
+            raise KafkaConfigError(f"expected TopicPartition(topic, partition), not {tp!r}")
+        topic, partition = tp
+        if not isinstance(topic, str) or not topic:
+            raise KafkaConfigError(f"{tp!r}: topic must be a non-empty string")
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise KafkaConfigError(f"{tp!r}: partition must be an int >= 0")
+        out.append(TopicPartition(topic, partition))
+    return frozenset(out)
+
+
+class SubscriptionState:
+    """What the consumer is subscribed to and where it is in each assigned partition.
+
+    Plain state, no I/O, no tasks; single event loop, so no locks.
+    ``version`` counts subscription changes (the group rejoins when it moves);
+    ``assignment_version`` counts assignment changes.
+    """
+
+    def __init__(self) -> None:
+        self._kind: SubscriptionKind = "none"
+        self._topics: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+        self._matched: frozenset[str] = frozenset()
+        self._listener: ConsumerRebalanceListener | None = None
+        self._states: dict[TopicPartition, PartitionState] = {}
+        self._assigned: frozenset[TopicPartition] = frozenset()
+        self.version = 0
+        self.assignment_version = 0
+        self._listeners: list[Callable[[], None]] = []
+        #: set by the consumer: {tp: (offset, leader epoch)} of the first record taken
+        #: from the fetcher but not yet handed to the application, per partition
+        self.not_yet_consumed: Callable[[], dict[TopicPartition, tuple[int, int]]] | None = None
+
+    def add_change_listener(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` (synchronously) after the assignment changes or a partition
+        gets a new position, reset request or resume: the fetcher wakes on it."""
+        self._listeners.append(callback)
+
+    def notify_changed(self) -> None:
+        """Tell listeners about a change made directly on a ``PartitionState``."""
+        self._changed()
+
+    def _changed(self) -> None:
+        for callback in self._listeners:
+            callback()
+
+    # --- subscription -------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        *,
+        pattern: re.Pattern[str] | str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Subscribe to topics or to a regex (not both); an empty subscription unsubscribes."""
+        names = _check_topics(topics)
+        if names and pattern is not None:
+            raise KafkaConfigError("subscribe() takes topics or a pattern, not both")
+        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
+            raise KafkaConfigError(
+                f"listener must be a ConsumerRebalanceListener, not {type(listener).__name__}"
+            )
+        if self._kind == "assigned":
+            raise IllegalStateError(
+                "the consumer has a manual assignment; call unsubscribe() before subscribe()"
+            )
+        if isinstance(pattern, str):
+            try:
+                pattern = re.compile(pattern)
+            except re.error as exc:
+                raise KafkaConfigError(f"invalid topic pattern {pattern!r}: {exc}") from None
+        elif pattern is not None and not isinstance(pattern, re.Pattern):
+            raise KafkaConfigError(f"pattern must be a str or re.Pattern, not {pattern!r}")
+        if not names and pattern is None:
+            self.unsubscribe()
+            return
+        self._listener = listener
+        if pattern is not None:
+            if self._kind == "pattern" and self._pattern == pattern:
+                return
+            self._kind = "pattern"
+            self._pattern = pattern
+            self._topics = frozenset()
+            self._matched = frozenset()
+        else:
+            if self._kind == "topics" and self._topics == names:
+                return
+            self._kind = "topics"
+            self._topics = names
+            self._pattern = None
+            self._matched = frozenset()
+        self.version += 1
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manual assignment; replaces the previous one (kept partitions keep positions)."""
+        tps = _check_partitions(partitions)
+        if self._kind in ("topics", "pattern"):
+            raise IllegalStateError(
+                "the consumer is subscribed to topics; call unsubscribe() before assign()"
+            )
+        if not tps:
+            self.unsubscribe()
+            return
+        self._kind = "assigned"
+        self._listener = None
+        self._set_assignment(tps)
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription or manual assignment and every position."""
+        if self._kind in ("topics", "pattern"):
+            self.version += 1
+        self._kind = "none"
+        self._topics = frozenset()
+        self._pattern = None
+        self._matched = frozenset()
+        self._listener = None
+        self._set_assignment(frozenset())
+
+    @property
+    def kind(self) -> SubscriptionKind:
+        return self._kind
+
+    @property
+    def pattern(self) -> re.Pattern[str] | None:
+        return self._pattern
+
+    @property
+    def listener(self) -> ConsumerRebalanceListener | None:
+        return self._listener
+
+    @property
+    def topics(self) -> frozenset[str]:
+        """The subscribed topics: the explicit ones, or the pattern's current matches."""
+        return self._matched if self._kind == "pattern" else self._topics
+
+    @property
+    def in_group(self) -> bool:
+        """True when the assignment comes from a group (topics or a pattern)."""
+        return self._kind in ("topics", "pattern")
+
+    def set_matched_topics(self, topics: Iterable[str]) -> bool:
+        """Record which existing topics the pattern matches; True if that changed."""
+        if self._kind != "pattern":
+            return False
+        matched = _check_topics(topics)
+        if matched == self._matched:
+            return False
+        self._matched = matched
+        self.version += 1
+        return True
+
+    # --- assignment ---------------------------------------------------------------
+
+    def assigned(self) -> frozenset[TopicPartition]:
+        return self._assigned
+
+    def set_group_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """The group's assignment for this member (the full owned set).
+
+        Ignored unless subscribed: an answer that arrives after ``unsubscribe()`` or a
+        switch to manual assignment must not overwrite what the user chose.
+        """
+        tps = _check_partitions(partitions)
+        if self._kind in ("topics", "pattern"):
+            self._set_assignment(tps)
+
+    def _set_assignment(self, tps: frozenset[TopicPartition]) -> None:
+        if tps == self._assigned:
+            return
+        states = self._states
+        self._states = {tp: states.get(tp) or PartitionState() for tp in tps}
+        self._assigned = tps
+        self.assignment_version += 1
+        self._changed()
+
+    def state_of(self, tp: TopicPartition) -> PartitionState | None:
+        """The partition's live state object, or None when it is not assigned."""
+        return self._states.get(tp)
+
+    def states(self) -> dict[TopicPartition, PartitionState]:
+        """Live view of every assigned partition's state (do not mutate the dict)."""
+        return self._states
+
+    def _state(self, tp: TopicPartition) -> PartitionState:
+        state = self._states.get(tp)
+        if state is None:
+            raise IllegalStateError(f"{tp} is not assigned to this consumer")
+        return state
+
+    # --- positions ----------------------------------------------------------------
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self._state(tp).position
+
+    def leader_epoch(self, tp: TopicPartition) -> int:
+        return self._state(tp).leader_epoch
+
+    def seek(self, tp: TopicPartition, offset: int, leader_epoch: int = -1) -> None:
+        """Consume ``tp`` from ``offset`` next; buffered data for it is discarded."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise KafkaConfigError(f"seek offset must be an int >= 0, not {offset!r}")
+        state = self._state(tp)
+        state.position = offset
+        state.leader_epoch = leader_epoch
+        state.seeks += 1
+        state.reset = None
+        # an epoch from elsewhere (a commit) must be checked against the log (KIP-320)
+        state.validate_epoch = leader_epoch >= 0
+        self._changed()
+
+    def request_reset(self, tp: TopicPartition, strategy: ResetStrategy) -> None:
+        """Move ``tp`` to its earliest/latest offset once ListOffsets answers."""
+        state = self._state(tp)
+        state.reset = strategy
+        state.validate_epoch = False
+        self._changed()
+
+    def pending_resets(self) -> dict[TopicPartition, ResetStrategy]:
+        return {tp: s.reset for tp, s in self._states.items() if s.reset is not None}
+
+    def finish_reset(self, tp: TopicPartition, strategy: ResetStrategy, offset: int) -> bool:
+        """Apply a ListOffsets answer unless the partition moved meanwhile; True if applied."""
+        state = self._states.get(tp)
+        if state is None or state.reset != strategy:
+            return False
+        state.position = offset
+        state.leader_epoch = -1
+        state.seeks += 1
+        state.reset = None
+        state.validate_epoch = False
+        self._changed()
+        return True
+
+    def missing_positions(self) -> list[TopicPartition]:
+        """Assigned partitions with no position and no reset pending."""
+        return [tp for tp, s in self._states.items() if s.position is None and s.reset is None]
+
+    def needs_validation(self) -> list[TopicPartition]:
+        return [tp for tp, s in self._states.items() if s.validate_epoch]
+
+    def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Position and epoch of every assigned partition that has a position.
+
+        Records the consumer has taken from the fetcher but not yet given to the
+        application (``async for`` hands out a chunk one by one) do not count.
+        """
+        out = {
+            tp: OffsetAndMetadata(s.position, "", s.leader_epoch)
+            for tp, s in self._states.items()
+            if s.position is not None
+        }
+        if self.not_yet_consumed is not None:
+            for tp, (offset, epoch) in self.not_yet_consumed().items():
+                if tp in out:
+                    out[tp] = OffsetAndMetadata(offset, "", epoch)
+        return out
+
+    # --- pause / resume -----------------------------------------------------------
+
+    def pause(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._state(tp).paused = True
+
+    def resume(self, *tps: TopicPartition) -> None:
+        for tp in tps:
+            self._state(tp).paused = False
+        self._changed()
+
+    def paused(self) -> frozenset[TopicPartition]:
+        return frozenset(tp for tp, s in self._states.items() if s.paused)

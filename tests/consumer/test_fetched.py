@@ -1,0 +1,210 @@
+"""Handing out fetched data (pure): positions, control batches, aborted transactions,
+compaction gaps, cut-off batches, lazy decoding, and the decoder against read_batches."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aiokproto.consumer.decode import decode_legacy, decode_v2
+from aiokproto.consumer.fetched import FetchedData, first_batch_size, scan_end
+from aiokproto.consumer.record import ConsumerRecord
+from aiokproto.consumer.subscription import PartitionState
+from aiokproto.consumer.transactions import AbortedFilter
+from aiokproto.errors import CorruptRecordError
+from aiokproto.records import LegacyMessageSetBuilder, RecordBatchBuilder, read_batches
+from aiokproto.records.batch_v2 import RecordBatch
+from aiokproto.structs import TopicPartition
+from tests.consumer.batches import batch, gapped_batch, marker
+from tests.records.strategies import RECORDS, codecs, record, timestamps
+
+TP = TopicPartition("t", 0)
+
+
+def fetched(
+    data: bytes, offset: int = 0, aborted: list[tuple[int, int]] | None = None, **kwargs: object
+) -> FetchedData:
+    flt = AbortedFilter(aborted) if aborted is not None else None
+    return FetchedData(TP, PartitionState(), offset, memoryview(data), aborted=flt, **kwargs)  # type: ignore[arg-type]
+
+
+def take_all(fd: FetchedData, n: int = 1000) -> list[ConsumerRecord]:
+    out: list[ConsumerRecord] = []
+    while chunk := fd.take(n):
+        out.extend(chunk)
+    return out
+
+
+def test_take_in_chunks_advances_next_offset() -> None:
+    fd = fetched(batch(0, [b"a", b"b", b"c"]) + batch(3, [b"d"]))
+    assert [r.value for r in fd.take(2)] == [b"a", b"b"]
+    assert fd.next_offset == 2 and not fd.exhausted
+    assert [r.value for r in fd.take(5)] == [b"c"]  # one batch per call
+    assert fd.next_offset == 3
+    assert [r.value for r in fd.take(5)] == [b"d"]
+    assert fd.next_offset == 4 and fd.exhausted
+    assert fd.take(5) == []
+
+
+def test_records_before_the_fetch_offset_are_skipped() -> None:
+    fd = fetched(batch(0, [b"a", b"b", b"c", b"d"]) + batch(4, [b"e"]), offset=2)
+    assert [(r.offset, r.value) for r in take_all(fd)] == [(2, b"c"), (3, b"d"), (4, b"e")]
+
+
+def test_compaction_gaps_and_trailing_removed_records() -> None:
+    # records at 10, 13, 14; the batch covered up to 17 (15..17 compacted away)
+    fd = fetched(gapped_batch(10, [0, 3, 4], 7) + batch(18, [b"x"]), offset=10)
+    got = fd.take(100)
+    assert [r.offset for r in got] == [10, 13, 14]
+    assert fd.next_offset == 18  # the batch's next offset, not last record + 1
+    assert [r.offset for r in fd.take(100)] == [18]
+    part = fetched(gapped_batch(10, [0, 3, 4], 7), offset=10)
+    assert [r.offset for r in part.take(2)] == [10, 13]
+    assert part.next_offset == 14
+    assert [r.offset for r in part.take(2)] == [14] and part.next_offset == 18
+
+
+def test_empty_batch_after_compaction_moves_position() -> None:
+    fd = fetched(gapped_batch(0, [], 4) + batch(5, [b"y"]))
+    assert [r.offset for r in fd.take(10)] == [5]
+    fd = fetched(gapped_batch(0, [], 4))
+    assert fd.take(10) == [] and fd.next_offset == 5 and fd.exhausted
+
+
+def test_control_batches_are_skipped_but_counted() -> None:
+    data = (
+        batch(0, [b"a"], pid=7, transactional=True) + marker(1, 7, commit=True) + batch(2, [b"b"])
+    )
+    fd = fetched(data)
+    assert [r.offset for r in take_all(fd)] == [0, 2]
+    fd = fetched(batch(0, [b"a"], pid=7, transactional=True) + marker(1, 7, commit=True))
+    assert [r.value for r in fd.take(10)] == [b"a"]
+    assert fd.take(10) == [] and fd.next_offset == 2 and fd.exhausted
+
+
+def test_read_committed_filters_aborted() -> None:
+    data = (
+        batch(0, [b"a0", b"a1"], pid=1, transactional=True)  # aborted
+        + batch(2, [b"c0"], pid=2, transactional=True)  # committed
+        + batch(3, [b"plain"])
+        + marker(4, 1, commit=False)
+        + marker(5, 2, commit=True)
+        + batch(6, [b"a2"], pid=1, transactional=True)  # pid 1 again, new txn, aborted
+        + batch(7, [b"later"], pid=1, transactional=True)  # ... and a committed one after
+        + marker(8, 1, commit=False)
+    )
+    # aborted: pid 1 from 0, pid 1 from 6
+    fd = fetched(data, aborted=[(1, 0), (1, 6)])
+    assert [r.value for r in take_all(fd)] == [b"c0", b"plain"]
+    assert fd.next_offset == 9
+    # read_uncommitted hands out everything but markers
+    fd = fetched(data)
+    assert [r.value for r in take_all(fd)] == [b"a0", b"a1", b"c0", b"plain", b"a2", b"later"]
+
+
+def test_aborted_filter_resets_after_marker() -> None:
+    flt = AbortedFilter([(5, 0)])
+    b0 = RecordBatch(memoryview(batch(0, [b"x"], pid=5, transactional=True)))
+    m1 = RecordBatch(memoryview(marker(1, 5, commit=False)))
+    b2 = RecordBatch(memoryview(batch(2, [b"y"], pid=5, transactional=True)))
+    assert flt.skip(b0) is True
+    assert flt.skip(m1, True) is True
+    assert flt.skip(b2) is False  # the abort marker ended that transaction
+
+
+def test_cut_off_trailing_batch_is_left_for_the_next_fetch() -> None:
+    whole = batch(0, [b"a", b"b"])
+    nxt = batch(2, [b"c" * 100])
+    fd = fetched(whole + nxt[:40])
+    assert [r.offset for r in fd.take(10)] == [0, 1]
+    assert fd.exhausted and fd.next_offset == 2 and fd.error is None
+    assert first_batch_size(memoryview(nxt[:40])) == len(nxt)
+    assert first_batch_size(memoryview(nxt)) is None
+    assert first_batch_size(memoryview(nxt[:5])) == 0
+
+
+def test_decoding_is_lazy_and_corruption_is_reported_at_hand_out() -> None:
+    good = batch(0, [b"a"])
+    bad = bytearray(batch(1, [b"b"]))
+    bad[-1] ^= 0xFF
+    fd = fetched(good + bytes(bad))  # building it decodes nothing
+    assert [r.value for r in fd.take(10)] == [b"a"]
+    assert fd.take(10) == []
+    assert isinstance(fd.error, CorruptRecordError) and fd.next_offset == 1
+
+
+def test_deserializer_failure_stops_at_the_record() -> None:
+    def value(b: bytes | None) -> int:
+        return int(b or b"")
+
+    fd = fetched(batch(0, [b"1", b"2", b"x", b"4"]), value_deserializer=value)
+    assert [r.value for r in fd.take(10)] == [1, 2]
+    assert fd.next_offset == 2
+    assert fd.take(10) == [] and fd.error is not None and fd.next_offset == 2
+
+
+def test_legacy_batches() -> None:
+    builder = LegacyMessageSetBuilder(1)
+    for i in range(3):
+        builder.append(1000 + i, b"k", f"v{i}".encode())
+    data = bytes(builder.build())
+    got = take_all(fetched(data))
+    assert [(r.offset, r.value, r.leader_epoch) for r in got] == [
+        (0, b"v0", -1),
+        (1, b"v1", -1),
+        (2, b"v2", -1),
+    ]
+
+
+@RECORDS
+@given(
+    records=st.lists(record, min_size=1, max_size=30),
+    codec=codecs,
+    base=timestamps,
+    base_offset=st.integers(0, 2**40),
+    log_append=st.booleans(),
+)
+def test_decoder_equals_read_batches(
+    records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    codec: int,
+    base: int,
+    base_offset: int,
+    log_append: bool,
+) -> None:
+    builder = RecordBatchBuilder(
+        batch_size=1 << 22,
+        compression=codec,
+        base_offset=base_offset,
+        partition_leader_epoch=9,
+        log_append_time=log_append,
+    )
+    for delta, key, value, headers in records:
+        assert builder.append(base + delta, key, value, headers) is not None
+    data = bytes(builder.build())
+    (parsed,) = list(read_batches(data))
+    assert isinstance(parsed, RecordBatch)
+    ours = decode_v2(parsed, memoryview(data), "t", 3)
+    expected = [ConsumerRecord("t", 3, *r, 9) for r in parsed]
+    assert ours == expected
+
+
+def test_decode_legacy_matches_reader() -> None:
+    builder = LegacyMessageSetBuilder(0)
+    builder.append(0, None, b"x")
+    (parsed,) = list(read_batches(bytes(builder.build())))
+    assert decode_legacy(parsed, "t", 1) == [ConsumerRecord("t", 1, 0, -1, -1, None, b"x", (), -1)]  # type: ignore[arg-type]
+
+
+def test_scan_end_reads_only_headers() -> None:
+    data = batch(0, [b"a", b"b"], epoch=4) + gapped_batch(2, [0], 5)
+    assert scan_end(memoryview(data)) == (8, 3)  # gapped_batch writes epoch 3
+    cut = data + batch(8, [b"c" * 50])[:30]
+    assert scan_end(memoryview(cut)) == (8, 3)
+    assert scan_end(memoryview(batch(0, [b"c" * 50])[:30])) == (-1, -1)
+    assert scan_end(memoryview(b"")) == (-1, -1)
+    builder = LegacyMessageSetBuilder(1)
+    for i in range(3):
+        builder.append(1000 + i, None, b"v")
+    assert scan_end(memoryview(bytes(builder.build()))) == (3, -1)
+    fd = fetched(data)
+    assert (fd.end_offset, fd.end_epoch) == (8, 3)

@@ -1,0 +1,162 @@
+"""The fetcher's response handling, driven with decoded Fetch responses (no sockets)."""
+
+from __future__ import annotations
+
+import uuid
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from aiokproto.cluster.snapshot import BrokerInfo, ClusterSnapshot, PartitionInfo, TopicInfo
+from aiokproto.config import split_options
+from aiokproto.consumer.config import ConsumerConfig
+from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError
+from aiokproto.consumer.fetcher import Fetcher
+from aiokproto.consumer.session import FetchSession
+from aiokproto.consumer.subscription import SubscriptionState
+from aiokproto.protocol.messages.fetch import (
+    FetchableTopicResponse,
+    FetchResponse,
+    FetchResponseEpochEndOffset,
+    FetchResponseLeaderIdAndEpoch,
+    FetchResponseNodeEndpoint,
+    FetchResponsePartitionData,
+)
+from aiokproto.structs import TopicPartition
+from tests.consumer.batches import batch
+
+TOPIC_ID = uuid.uuid4()
+TP = TopicPartition("t", 0)
+
+
+class FakeMetadata:
+    def __init__(self) -> None:
+        self.snapshot = ClusterSnapshot(
+            brokers=MappingProxyType({n: BrokerInfo(n, "h", 9000 + n) for n in (1, 2)}),
+            topics=MappingProxyType(
+                {"t": TopicInfo("t", TOPIC_ID, MappingProxyType({0: PartitionInfo("t", 0, 1, 5)}))}
+            ),
+        )
+        self.refreshes = 0
+        self.hints: list[tuple[Any, ...]] = []
+
+    def request_refresh(self) -> None:
+        self.refreshes += 1
+
+    def apply_leader_hint(self, *args: Any) -> bool:
+        self.hints.append(args)
+        return True
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.config, _ = split_options({"bootstrap_servers": "h:1"}, (), "test")
+        self.metadata = FakeMetadata()
+
+
+def make(**options: Any) -> tuple[Fetcher, SubscriptionState, FakeClient]:
+    client = FakeClient()
+    subs = SubscriptionState()
+    subs.assign([TP])
+    subs.seek(TP, 0)
+    fetcher = Fetcher(client, subs, ConsumerConfig(**options), None)  # type: ignore[arg-type]
+    return fetcher, subs, client
+
+
+def respond(fetcher: Fetcher, subs: SubscriptionState, node: int = 1, **fields: Any) -> None:
+    routes, _ = fetcher._routes()
+    wanted = routes[node]
+    plan = FetchSession().plan(wanted)
+    part = FetchResponsePartitionData(partition_index=0, high_watermark=10, **fields)
+    response = FetchResponse(
+        responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=[part])],
+        node_endpoints=[FetchResponseNodeEndpoint(node_id=2, host="h", port=9002)],
+    )
+    fetcher._handle_response(node, plan, response, 16, {TP: subs.states()[TP]})
+
+
+async def test_data_is_buffered_and_prefetch_continues_after_it() -> None:
+    fetcher, subs, _ = make()
+    routes, _ = fetcher._routes()
+    assert routes[1][TP].fetch_offset == 0 and routes[1][TP].current_leader_epoch == 5
+    respond(fetcher, subs, records=batch(0, [b"a", b"b"], epoch=5))
+    assert subs.state_of(TP).highwater == 10  # type: ignore[union-attr]
+    # the next fetch starts where the buffered data ends, with that batch's epoch
+    nxt = fetcher._routes()[0][1][TP]
+    assert (nxt.fetch_offset, nxt.last_fetched_epoch) == (2, 5)
+    respond(fetcher, subs, records=batch(2, [b"c"], epoch=5))
+    assert fetcher._routes()[0] == {}  # two responses buffered: no more fetching
+    got = fetcher.drain(10)
+    assert [r.value for r in got[TP]] == [b"a", b"b", b"c"]
+    assert subs.position(TP) == 3 and subs.leader_epoch(TP) == 5
+    assert fetcher._routes()[0][1][TP].fetch_offset == 3
+
+
+async def test_seek_discards_buffered_data() -> None:
+    fetcher, subs, _ = make()
+    respond(fetcher, subs, records=batch(0, [b"a", b"b"]))
+    subs.seek(TP, 1)
+    assert fetcher.drain(10) == {}
+    assert fetcher._routes()[0][1][TP].fetch_offset == 1
+
+
+async def test_diverging_epoch_truncates_position() -> None:
+    fetcher, subs, _ = make()
+    subs.seek(TP, 7)
+    subs.states()[TP].validate_epoch = False
+    respond(fetcher, subs, diverging_epoch=FetchResponseEpochEndOffset(epoch=3, end_offset=4))
+    assert subs.position(TP) == 4 and subs.leader_epoch(TP) == 3
+    assert fetcher.drain(10) == {}
+
+
+async def test_preferred_read_replica_is_followed_then_dropped_on_error() -> None:
+    fetcher, subs, _ = make(client_rack="r1")
+    respond(fetcher, subs, preferred_read_replica=2)
+    routes = fetcher._routes()[0]
+    assert list(routes) == [2]
+    respond(fetcher, subs, node=2, error_code=6)  # NOT_LEADER_OR_FOLLOWER from the follower
+    assert subs.states()[TP].preferred_replica is None
+
+
+async def test_not_leader_applies_the_kip951_hint() -> None:
+    fetcher, subs, client = make()
+    respond(
+        fetcher,
+        subs,
+        error_code=6,
+        current_leader=FetchResponseLeaderIdAndEpoch(leader_id=2, leader_epoch=6),
+    )
+    (hint,) = client.metadata.hints
+    assert hint[:4] == ("t", 0, 2, 6) and hint[4][0].node_id == 2
+    assert TP in fetcher._backoff_until  # retried after retry_backoff_ms
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest", "none"])
+async def test_offset_out_of_range(reset: str) -> None:
+    fetcher, subs, _ = make(auto_offset_reset=reset)
+    respond(fetcher, subs, error_code=1)
+    if reset == "none":
+        with pytest.raises(OffsetOutOfRangeConsumerError, match="out of range"):
+            fetcher.drain(10)
+        assert fetcher._routes()[0] == {}  # stuck until the application seeks
+        subs.seek(TP, 0)
+        fetcher.drain(10)
+        assert fetcher._routes()[0][1][TP].fetch_offset == 0
+    else:
+        assert subs.pending_resets() == {TP: reset}
+
+
+async def test_oversized_batch_raises_the_next_fetch_size() -> None:
+    fetcher, subs, _ = make(max_partition_fetch_bytes=100)
+    big = batch(0, [b"x" * 500])
+    respond(fetcher, subs, records=big[:100])
+    assert fetcher.drain(10) == {}
+    assert fetcher._routes()[0][1][TP].max_bytes >= len(big)
+
+
+async def test_final_error_is_raised_to_the_application() -> None:
+    fetcher, subs, _ = make()
+    respond(fetcher, subs, error_code=29)  # TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(Exception, match="TopicAuthorizationFailed"):
+        fetcher.drain(10)
