@@ -1,0 +1,384 @@
+"""The record accumulator: per-partition batches, buffer accounting, and draining (pure).
+
+No I/O and no clock of its own: callers pass ``now`` (event-loop time) and a leader
+lookup, and get back which batches to send to which broker. Batches are drained one per
+partition per request (the broker accepts one batch per partition in a v3+ Produce),
+up to ``max_in_flight_requests_per_connection`` requests per broker and per partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from aiokproto.errors import KafkaError, KafkaTimeoutError
+from aiokproto.producer.batch import (
+    NO_IDENTITY,
+    NO_SEQUENCE,
+    PartitionQueue,
+    ProducerBatch,
+    ProducerIdentity,
+)
+from aiokproto.producer.delivery import BatchResult, DeliveryFuture
+from aiokproto.producer.options import BATCH_HEADER, ProducerOptions
+from aiokproto.records import RecordBatchBuilder
+from aiokproto.records.record import Header
+
+#: buffer_memory charged per record on top of its key, value and header bytes
+RECORD_CHARGE: Final = 16
+#: bytes of a Produce request besides the batches (headers, names, partition fields)
+_REQUEST_OVERHEAD: Final = 64
+_PARTITION_OVERHEAD: Final = 32
+
+LeaderOf = Callable[[str, int], int | None]
+
+
+class DrainResult:
+    """What to send now, and when to look again."""
+
+    __slots__ = ("leaderless", "next_wake", "requests", "reset_wanted")
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[int, list[ProducerBatch]]] = []
+        self.next_wake: float | None = None  # loop time of the next linger/backoff/expiry
+        self.leaderless = False  # some ready batch has no known leader
+        self.reset_wanted = False  # a partition waits for a new producer epoch
+
+    def wake_at(self, when: float) -> None:
+        if self.next_wake is None or when < self.next_wake:
+            self.next_wake = when
+
+
+class Accumulator:
+    """Owns every batch from the first append until its future is resolved."""
+
+    def __init__(
+        self,
+        options: ProducerOptions,
+        loop: asyncio.AbstractEventLoop,
+        wake: Callable[[], None],
+        released: Callable[[], None],
+    ) -> None:
+        self.options = options
+        self._loop = loop
+        self._wake = wake  # a batch became ready or was created: the sender looks again
+        self._released = released  # buffer memory was freed
+        self._linger = options.linger_ms / 1000
+        self._delivery = options.delivery_timeout_ms / 1000
+        self.queues: dict[str, dict[int, PartitionQueue]] = {}
+        self._all: list[PartitionQueue] = []
+        self._active: dict[PartitionQueue, None] = {}  # partitions with queued batches
+        self.used = 0  # buffer_memory bytes held by unfinished batches
+        self.limit = options.buffer_memory
+        self.incomplete: set[ProducerBatch] = set()
+        self.idempotent = options.enable_idempotence
+        self.identity = NO_IDENTITY
+        self.flushing = 0
+        self.closing = False
+        self.space_wanted = False
+        self._order = 0
+        self._rotate = 0
+
+    # -- appending --------------------------------------------------------------
+
+    def queue(self, topic: str, partition: int) -> PartitionQueue:
+        parts = self.queues.get(topic)
+        if parts is None:
+            parts = self.queues[topic] = {}
+        pq = parts.get(partition)
+        if pq is None:
+            pq = parts[partition] = PartitionQueue(topic, partition)
+            self._all.append(pq)
+        return pq
+
+    def _new_batch(self, pq: PartitionQueue) -> ProducerBatch:
+        opts = self.options
+        now = self._loop.time()
+        batch = ProducerBatch(
+            pq,
+            RecordBatchBuilder(
+                batch_size=opts.batch_size,
+                compression=opts.compression,
+                compression_level=opts.compression_level,
+            ),
+            self._loop.create_future(),
+            now,
+            now + self._delivery,
+            BATCH_HEADER,
+        )
+        self.used += BATCH_HEADER
+        pq.batches.append(batch)
+        pq.open = batch
+        self._active[pq] = None
+        self.incomplete.add(batch)
+        self._wake()
+        return batch
+
+    def append(
+        self,
+        pq: PartitionQueue,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+        charge: int,
+    ) -> DeliveryFuture:
+        """Add one record (the caller checked its size and waited for memory)."""
+        batch = pq.open
+        if batch is None:
+            batch = self._new_batch(pq)
+        delta = batch.builder.append(timestamp, key, value, headers)
+        if delta is None:
+            batch.closed = True
+            batch = self._new_batch(pq)
+            delta = batch.builder.append(timestamp, key, value, headers)
+            assert delta is not None  # the first record always fits
+        batch.charge += charge
+        self.used += charge
+        return DeliveryFuture(
+            batch,
+            delta,
+            timestamp,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+
+    def append_many(
+        self,
+        pq: PartitionQueue,
+        timestamp: int,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        charges: Sequence[int],
+        start: int,
+        stop: int,
+        headers: Sequence[Header] | None,
+    ) -> list[tuple[ProducerBatch, int, int, int]]:
+        """Append ``values[start:stop]`` (and keys) to one partition, charging
+        ``charges[i]`` each; returns segments ``(batch, start_index, first_delta,
+        count)``. The caller checked memory."""
+        segments: list[tuple[ProducerBatch, int, int, int]] = []
+        batch = pq.open
+        if batch is None:
+            batch = self._new_batch(pq)
+        append = batch.builder.append
+        seg_start, first, charge = start, -1, 0
+        for i in range(start, stop):
+            value = values[i]
+            key = None if keys is None else keys[i]
+            delta = append(timestamp, key, value, headers)
+            if delta is None:
+                if i > seg_start:
+                    segments.append((batch, seg_start, first, i - seg_start))
+                batch.charge += charge
+                self.used += charge
+                batch.closed = True
+                batch = self._new_batch(pq)
+                append = batch.builder.append
+                seg_start, charge = i, 0
+                delta = append(timestamp, key, value, headers)
+                assert delta is not None
+            if i == seg_start:
+                first = delta
+            charge += charges[i]
+        if stop > seg_start:
+            segments.append((batch, seg_start, first, stop - seg_start))
+        batch.charge += charge
+        self.used += charge
+        return segments
+
+    # -- draining ---------------------------------------------------------------
+
+    def drain(
+        self, now: float, leader_of: LeaderOf, capacity: Callable[[int], int]
+    ) -> DrainResult:
+        """Take the batches that are ready and may be sent now, grouped per broker into
+        requests (at most ``capacity(node)`` requests per broker)."""
+        result = DrainResult()
+        queues = list(self._active)
+        n = len(queues)
+        if not n:
+            return result
+        opts = self.options
+        hurry = bool(self.flushing or self.closing or self.space_wanted)
+        linger = self._linger
+        idempotent = self.idempotent
+        identity = self.identity
+        max_in_flight = opts.max_in_flight
+        rounds_by_node: dict[int, list[list[ProducerBatch]]] = {}
+        left_by_node: dict[int, int] = {}
+        self._rotate = start = (self._rotate + 1) % n  # no partition always goes first
+        for j in range(n):
+            pq = queues[(start + j) % n]
+            batches = pq.batches
+            self._expire(pq, now, result)
+            if not batches:
+                del self._active[pq]
+                continue
+            head = batches[0]
+            if head.retry_at > now:
+                result.wake_at(head.retry_at)
+                continue
+            if head is pq.open and not hurry and head.created + linger > now:
+                result.wake_at(head.created + linger)
+                continue
+            leader = leader_of(pq.topic, pq.partition)
+            if leader is None:
+                result.leaderless = True
+                continue
+            left = left_by_node.get(leader)
+            if left is None:
+                left = left_by_node[leader] = capacity(leader)
+            if left <= 0:
+                continue  # the broker's in-flight requests are full; a completion wakes us
+            if idempotent and not pq.maybe_adopt(identity):
+                if pq.needs_reset and pq.identity == identity:
+                    result.reset_wanted = True
+                continue
+            rounds = rounds_by_node.setdefault(leader, [])
+            allowance = min(left, max_in_flight - pq.in_flight)
+            taken = 0
+            while taken < allowance and batches:
+                batch = batches[0]
+                if batch.order >= 0 and (taken or pq.in_flight):
+                    break  # a retry goes alone, after everything before it is resolved
+                if batch.retry_at > now:
+                    result.wake_at(batch.retry_at)
+                    break
+                if batch is pq.open:
+                    if not hurry and batch.created + linger > now:
+                        result.wake_at(batch.created + linger)
+                        break
+                    pq.open = None
+                batches.popleft()
+                self._prepare(pq, batch, idempotent)
+                if taken == len(rounds):
+                    rounds.append([])
+                rounds[taken].append(batch)
+                taken += 1
+                if batch.attempts > 1:
+                    break
+            if not batches:
+                del self._active[pq]
+        limit = opts.max_request_size
+        for node, rounds in rounds_by_node.items():
+            for round_ in rounds:
+                result.requests.extend((node, chunk) for chunk in _split(round_, limit))
+        return result
+
+    def _prepare(self, pq: PartitionQueue, batch: ProducerBatch, idempotent: bool) -> None:
+        batch.closed = True
+        if idempotent and batch.sequence == NO_SEQUENCE:
+            pq.assign_sequence(batch)
+            batch.payload = None
+        if batch.order < 0:
+            batch.order = self._order
+            self._order += 1
+        if batch.payload is None:
+            batch.payload = batch.builder.build()
+        batch.in_flight = True
+        batch.attempts += 1
+        pq.in_flight += 1
+
+    def _expire(self, pq: PartitionQueue, now: float, result: DrainResult) -> None:
+        batches = pq.batches
+        while batches and batches[0].deadline <= now:
+            batch = batches.popleft()
+            if batch is pq.open:
+                pq.open = None
+            last = f"; last error: {batch.last_error}" if batch.last_error else ""
+            self.fail(
+                batch,
+                KafkaTimeoutError(
+                    f"{batch.record_count} record(s) for {batch.topic}[{batch.partition}] "
+                    f"expired after {self.options.delivery_timeout_ms} ms "
+                    f"(delivery_timeout_ms) without being delivered{last}"
+                ),
+            )
+        if batches:
+            result.wake_at(batches[0].deadline)
+
+    # -- outcomes ---------------------------------------------------------------
+
+    def _finish(self, batch: ProducerBatch) -> bool:
+        """Bookkeeping shared by success and failure; False if already finished."""
+        if batch not in self.incomplete:
+            return False
+        self.incomplete.discard(batch)
+        pq = batch.queue
+        if batch.in_flight:
+            batch.in_flight = False
+            pq.in_flight -= 1
+        self.used -= batch.charge
+        batch.payload = None
+        self._released()
+        return True
+
+    def complete(self, batch: ProducerBatch, result: BatchResult) -> None:
+        if not self._finish(batch):
+            return
+        batch.queue.resolved(batch)
+        if not batch.future.done():
+            batch.future.set_result(result)
+
+    def fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        """Fail a batch for good (it must not be in a queue)."""
+        if not self._finish(batch):
+            return
+        pq = batch.queue
+        if self.idempotent and batch.sequence != NO_SEQUENCE:
+            pq.resolved(batch)
+            pq.needs_reset = True  # its sequence numbers will never be acknowledged
+        if not batch.future.done():
+            batch.future.set_exception(error)
+            batch.future.exception()  # a record handle may never be awaited
+
+    def retry(self, batch: ProducerBatch, error: KafkaError, retry_at: float) -> None:
+        """Put an in-flight batch back in its queue to be sent again at ``retry_at``."""
+        if batch not in self.incomplete:
+            return
+        pq = batch.queue
+        if batch.in_flight:
+            batch.in_flight = False
+            pq.in_flight -= 1
+        batch.last_error = error
+        batch.retry_at = retry_at
+        pq.requeue(batch)
+        self._active[pq] = None
+
+    def fail_all(self, error: BaseException) -> None:
+        """Fail every batch still held (shutdown)."""
+        for pq in self._all:
+            pq.batches.clear()
+            pq.open = None
+        self._active.clear()
+        for batch in list(self.incomplete):
+            self.fail(batch, error)
+
+    # -- questions --------------------------------------------------------------
+
+    def unsent_or_in_flight(self) -> int:
+        return len(self.incomplete)
+
+    def set_identity(self, identity: ProducerIdentity) -> None:
+        self.identity = identity
+
+
+def _split(batches: list[ProducerBatch], limit: int) -> list[list[ProducerBatch]]:
+    """Cut one round of batches into requests of at most ``limit`` bytes (each at least
+    one batch)."""
+    out: list[list[ProducerBatch]] = []
+    current: list[ProducerBatch] = []
+    size = _REQUEST_OVERHEAD
+    for batch in batches:
+        assert batch.payload is not None
+        need = len(batch.payload) + _PARTITION_OVERHEAD
+        if current and size + need > limit:
+            out.append(current)
+            current, size = [], _REQUEST_OVERHEAD
+        current.append(batch)
+        size += need
+    if current:
+        out.append(current)
+    return out

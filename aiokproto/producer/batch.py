@@ -1,0 +1,177 @@
+"""A producer batch and the per-partition queue with its idempotence bookkeeping (pure).
+
+Sequence rules (idempotent producer): a batch gets its base sequence the first time it
+is drained and keeps it through retries; the partition's ``unresolved`` deque holds the
+sequenced batches not yet acknowledged or failed, in sequence order. A sequenced batch
+coming back for retry is re-queued in front, in drain order, and is re-sent only when
+nothing else of the partition is in flight, so the broker sees sequences in order.
+A batch that fails for good after getting a sequence leaves a gap the broker will not
+accept, so the partition ``needs_reset``: once its in-flight requests are over it takes
+the producer's next epoch and renumbers its queued batches from 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Final, NamedTuple
+
+from aiokproto.errors import KafkaError
+from aiokproto.producer.delivery import BatchResult
+from aiokproto.records import RecordBatchBuilder
+
+NO_SEQUENCE: Final = -1
+_SEQUENCE_MASK: Final = 0x7FFFFFFF
+
+
+def increment_sequence(sequence: int, count: int) -> int:
+    """Sequences are int32 that wrap from 2**31-1 to 0 (as the broker computes them)."""
+    return (sequence + count) & _SEQUENCE_MASK
+
+
+class ProducerIdentity(NamedTuple):
+    producer_id: int
+    epoch: int
+
+
+NO_IDENTITY: Final = ProducerIdentity(-1, -1)
+
+
+class ProducerBatch:
+    """Records of one partition built into one v2 RecordBatch, with one future."""
+
+    __slots__ = (
+        "attempts",
+        "builder",
+        "charge",
+        "closed",
+        "created",
+        "deadline",
+        "future",
+        "in_flight",
+        "last_error",
+        "order",
+        "partition",
+        "payload",
+        "queue",
+        "retry_at",
+        "sequence",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        queue: PartitionQueue,
+        builder: RecordBatchBuilder,
+        future: asyncio.Future[BatchResult],
+        created: float,
+        deadline: float,
+        charge: int,
+    ) -> None:
+        self.queue = queue
+        self.topic = queue.topic
+        self.partition = queue.partition
+        self.builder = builder
+        self.future = future
+        self.created = created
+        self.deadline = deadline  # loop time after which delivery gives up
+        self.charge = charge  # buffer_memory bytes held until the batch is done
+        self.closed = False  # no more appends
+        self.in_flight = False
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.sequence = NO_SEQUENCE
+        self.order = -1  # drain order, set on the first drain; sorts retries
+        self.payload: bytes | bytearray | None = None
+        self.last_error: KafkaError | None = None
+
+    @property
+    def record_count(self) -> int:
+        return self.builder.record_count
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}[{self.partition}] records={self.record_count} "
+            f"seq={self.sequence} attempts={self.attempts}>"
+        )
+
+
+class PartitionQueue:
+    """Batches of one partition waiting to be sent, and what is in flight."""
+
+    __slots__ = (
+        "batches",
+        "identity",
+        "in_flight",
+        "needs_reset",
+        "next_sequence",
+        "open",
+        "partition",
+        "topic",
+        "unresolved",
+    )
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.batches: deque[ProducerBatch] = deque()
+        self.open: ProducerBatch | None = None  # the batch records are appended to
+        self.in_flight = 0
+        self.identity = NO_IDENTITY
+        self.next_sequence = 0
+        self.unresolved: deque[ProducerBatch] = deque()
+        self.needs_reset = False
+
+    # -- idempotence ----------------------------------------------------------
+
+    def has_sequenced_queued(self) -> bool:
+        return any(b.sequence != NO_SEQUENCE for b in self.batches)
+
+    def maybe_adopt(self, identity: ProducerIdentity) -> bool:
+        """Switch to ``identity`` when safe: nothing in flight and nothing numbered
+        under the old one waits for a retry. A reset partition renumbers its queued
+        batches. Returns whether the partition may send under its identity now."""
+        if identity == self.identity:
+            return not self.needs_reset
+        if self.in_flight:
+            return not self.needs_reset
+        if self.needs_reset:
+            for batch in self.batches:
+                batch.sequence = NO_SEQUENCE
+            self.unresolved.clear()
+        elif self.has_sequenced_queued():
+            return True  # retries must go out under the identity they were numbered with
+        self.identity = identity
+        self.next_sequence = 0
+        self.needs_reset = False
+        return True
+
+    def assign_sequence(self, batch: ProducerBatch) -> None:
+        """Number a batch on its first drain and stamp the builder."""
+        batch.sequence = self.next_sequence
+        self.next_sequence = increment_sequence(self.next_sequence, batch.record_count)
+        self.unresolved.append(batch)
+        pid, epoch = self.identity
+        batch.builder.set_producer_state(pid, epoch, batch.sequence)
+
+    def is_first_unresolved(self, batch: ProducerBatch) -> bool:
+        return bool(self.unresolved) and self.unresolved[0] is batch
+
+    def resolved(self, batch: ProducerBatch) -> None:
+        """The batch is done (acknowledged or failed for good)."""
+        try:
+            self.unresolved.remove(batch)
+        except ValueError:
+            pass
+
+    # -- queue ------------------------------------------------------------------
+
+    def requeue(self, batch: ProducerBatch) -> None:
+        """Put a batch back for retry, before newer ones, in drain order."""
+        batches = self.batches
+        index = len(batches)
+        for i, other in enumerate(batches):
+            if other.order < 0 or other.order > batch.order:
+                index = i
+                break
+        batches.insert(index, batch)

@@ -1,0 +1,200 @@
+"""What ``send()`` hands back: a light per-record handle over its batch's one future.
+
+There is one ``asyncio.Future`` per batch, resolved with the broker's answer for the
+whole batch; a record's ``RecordMetadata`` is computed only when someone asks for it,
+from the batch's base offset plus the record's offset delta.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from aiokproto.errors import KafkaError
+from aiokproto.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from aiokproto.producer.batch import ProducerBatch
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record was written. ``offset`` is -1 with acks=0 (the broker says nothing).
+
+    ``timestamp`` is the broker's append time when the topic uses LogAppendTime
+    (``timestamp_type`` 1), else the record's own create time. Sizes are -1 for a null
+    key or value.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+    timestamp_type: int = CREATE_TIME
+    log_start_offset: int = -1
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class BatchResult(NamedTuple):
+    """The broker's answer for one batch."""
+
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+
+
+def record_metadata(
+    batch: ProducerBatch, result: BatchResult, delta: int, timestamp: int, ksize: int, vsize: int
+) -> RecordMetadata:
+    base, append_time, log_start = result
+    if append_time >= 0:
+        return RecordMetadata(
+            batch.topic, batch.partition, base + delta if base >= 0 else -1,
+            append_time, ksize, vsize, LOG_APPEND_TIME, log_start,
+        )
+    return RecordMetadata(
+        batch.topic, batch.partition, base + delta if base >= 0 else -1,
+        timestamp, ksize, vsize, CREATE_TIME, log_start,
+    )
+
+
+class DeliveryFuture:
+    """Awaitable delivery result of one record: ``meta = await handle``.
+
+    Raises the delivery error instead (``RecordTooLargeError``, ``KafkaTimeoutError``
+    after ``delivery_timeout_ms``, a broker error...). ``done()``/``result()`` inspect
+    it without waiting.
+    """
+
+    __slots__ = ("_batch", "_delta", "_error", "_ksize", "_timestamp", "_vsize")
+
+    def __init__(
+        self,
+        batch: ProducerBatch | None,
+        delta: int,
+        timestamp: int,
+        ksize: int,
+        vsize: int,
+        error: KafkaError | None = None,
+    ) -> None:
+        self._batch = batch
+        self._delta = delta
+        self._timestamp = timestamp
+        self._ksize = ksize
+        self._vsize = vsize
+        self._error = error
+
+    @classmethod
+    def failed(cls, error: KafkaError) -> DeliveryFuture:
+        return cls(None, 0, -1, -1, -1, error)
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        batch = self._batch
+        if batch is None:
+            assert self._error is not None
+            raise self._error
+        future = batch.future
+        if not future.done():
+            # shielded: cancelling one awaiting task must not cancel the whole batch
+            yield from asyncio.shield(future).__await__()
+        return record_metadata(
+            batch, future.result(), self._delta, self._timestamp, self._ksize, self._vsize
+        )
+
+    def done(self) -> bool:
+        return self._batch is None or self._batch.future.done()
+
+    def result(self) -> RecordMetadata:
+        """The metadata now; ``asyncio.InvalidStateError`` if not delivered yet."""
+        batch = self._batch
+        if batch is None:
+            assert self._error is not None
+            raise self._error
+        return record_metadata(
+            batch, batch.future.result(), self._delta, self._timestamp, self._ksize, self._vsize
+        )
+
+    def exception(self) -> BaseException | None:
+        if self._batch is None:
+            return self._error
+        return self._batch.future.exception()
+
+    def __repr__(self) -> str:
+        if self._batch is None:
+            return f"<DeliveryFuture failed: {self._error!r}>"
+        state = "done" if self._batch.future.done() else "pending"
+        return f"<DeliveryFuture {self._batch.topic}[{self._batch.partition}] {state}>"
+
+
+class Segment(NamedTuple):
+    """Records ``start..start+length`` of a ``send_batch`` call went to ``batch`` from
+    offset delta ``first_delta`` on."""
+
+    batch: ProducerBatch
+    start: int
+    first_delta: int
+    length: int
+
+
+class BatchDelivery:
+    """Awaitable result of ``send_batch``: one ``RecordMetadata`` per record, in order.
+
+    Raises the first delivery error if any part failed (records of one call can span
+    several batches; those of other batches may still have been delivered).
+    """
+
+    __slots__ = ("_keys", "_segments", "_timestamp", "_values")
+
+    def __init__(
+        self,
+        segments: list[Segment],
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        timestamp: int,
+    ) -> None:
+        self._segments = segments
+        self._keys = keys
+        self._values = values
+        self._timestamp = timestamp
+
+    @property
+    def record_count(self) -> int:
+        return len(self._values)
+
+    def __await__(self) -> Generator[Any, None, list[RecordMetadata]]:
+        seen: set[int] = set()
+        for seg in self._segments:
+            future = seg.batch.future
+            if id(future) in seen:
+                continue
+            seen.add(id(future))
+            if not future.done():
+                yield from asyncio.shield(future).__await__()
+        return self._metadata()
+
+    def done(self) -> bool:
+        return all(seg.batch.future.done() for seg in self._segments)
+
+    def _metadata(self) -> list[RecordMetadata]:
+        out: list[RecordMetadata] = []
+        keys, values, ts = self._keys, self._values, self._timestamp
+        for batch, start, first_delta, count in self._segments:
+            result = batch.future.result()  # raises the batch's error
+            for i in range(count):
+                key = None if keys is None else keys[start + i]
+                value = values[start + i]
+                out.append(
+                    record_metadata(
+                        batch, result, first_delta + i, ts,
+                        -1 if key is None else len(key), -1 if value is None else len(value),
+                    )
+                )
+        return out

@@ -1,0 +1,184 @@
+"""The Producer's own options (Java's names in snake_case), validated at construction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiokproto.config import ClientConfig
+from aiokproto.errors import KafkaConfigError, KafkaError
+from aiokproto.producer.partitioner import PartitionerFn
+from aiokproto.records import compression
+
+Serializer = Callable[[Any], bytes | None]
+
+PRODUCER_OPTIONS = frozenset(
+    {
+        "acks",
+        "enable_idempotence",
+        "batch_size",
+        "linger_ms",
+        "compression_type",
+        "compression_level",
+        "max_request_size",
+        "buffer_memory",
+        "max_block_ms",
+        "delivery_timeout_ms",
+        "retries",
+        "partitioner",
+        "key_serializer",
+        "value_serializer",
+        "transactional_id",
+    }
+)
+
+_MAX_IDEMPOTENT_IN_FLIGHT = 5
+BATCH_HEADER = 61
+#: worst-case varint bytes of one record (length, attributes, deltas, lengths, count)
+RECORD_OVERHEAD_BOUND = 5 + 1 + 10 + 5 + 5 + 5 + 5
+_RECORD_OVERHEAD = BATCH_HEADER + RECORD_OVERHEAD_BOUND
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerOptions:
+    acks: int = -1
+    enable_idempotence: bool = True
+    batch_size: int = 16_384
+    linger_ms: int = 5
+    compression: int = compression.NONE
+    compression_level: int | None = None
+    max_request_size: int = 1_048_576
+    buffer_memory: int = 33_554_432
+    max_block_ms: int = 60_000
+    delivery_timeout_ms: int = 120_000
+    retries: int = 2_147_483_647
+    max_in_flight: int = 5
+    partitioner: PartitionerFn | None = None
+    key_serializer: Serializer | None = None
+    value_serializer: Serializer | None = None
+
+    @property
+    def max_record_size(self) -> int:
+        """Largest encoded record accepted: it must fit one request and the buffer."""
+        return min(self.max_request_size, self.buffer_memory)
+
+
+def _int(options: Mapping[str, Any], name: str, default: int, *, minimum: int) -> int:
+    value = options.get(name, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise KafkaConfigError(f"{name} must be an int >= {minimum}, not {value!r}")
+    return value
+
+
+def _acks(value: Any) -> int:
+    if value in ("all", -1, "-1"):
+        return -1
+    if value in (0, 1, "0", "1"):
+        return int(value)
+    raise KafkaConfigError(f"acks must be 0, 1 or 'all' (-1), not {value!r}")
+
+
+def _callable(options: Mapping[str, Any], name: str) -> Any:
+    value = options.get(name)
+    if value is not None and not callable(value):
+        raise KafkaConfigError(f"{name} must be callable, not {value!r}")
+    return value
+
+
+def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> ProducerOptions:
+    """Validate the Producer's own options against each other and the shared config.
+
+    Like Java, idempotence that was not asked for explicitly is turned off by settings
+    it cannot work with (acks 0/1, more than 5 requests in flight, retries=0); asked for
+    explicitly, the conflict is a ``KafkaConfigError``.
+    """
+    if options.get("transactional_id") is not None:
+        raise KafkaConfigError(
+            "transactional_id: transactions are not supported by this Producer yet; "
+            "leave it unset (idempotence still gives exactly-once writes per partition)"
+        )
+    acks = _acks(options.get("acks", "all"))
+    retries = _int(options, "retries", 2_147_483_647, minimum=0)
+    in_flight = config.max_in_flight_requests_per_connection
+    if not isinstance(in_flight, int) or isinstance(in_flight, bool) or in_flight < 1:
+        raise KafkaConfigError(
+            f"max_in_flight_requests_per_connection must be an int >= 1, not {in_flight!r}"
+        )
+    explicit = "enable_idempotence" in options
+    idempotence = options.get("enable_idempotence", True)
+    if not isinstance(idempotence, bool):
+        raise KafkaConfigError(f"enable_idempotence must be a bool, not {idempotence!r}")
+    if idempotence:
+        conflicts = []
+        if acks != -1:
+            conflicts.append(f"acks must be 'all' (got {options.get('acks')!r})")
+        if in_flight > _MAX_IDEMPOTENT_IN_FLIGHT:
+            conflicts.append(
+                f"max_in_flight_requests_per_connection must be <= {_MAX_IDEMPOTENT_IN_FLIGHT}"
+                f" (got {in_flight})"
+            )
+        if retries == 0:
+            conflicts.append("retries must be > 0")
+        if conflicts and explicit:
+            raise KafkaConfigError(
+                "enable_idempotence=True needs: " + "; ".join(conflicts)
+                + ". Fix those options or set enable_idempotence=False."
+            )
+        if conflicts:
+            idempotence = False
+    try:
+        codec = compression.codec_id(options.get("compression_type", "none"))
+    except KafkaError as exc:
+        raise KafkaConfigError(f"compression_type: {exc}") from None
+    level = options.get("compression_level")
+    if level is not None and (not isinstance(level, int) or isinstance(level, bool)):
+        raise KafkaConfigError(f"compression_level must be an int or None, not {level!r}")
+    batch_size = _int(options, "batch_size", 16_384, minimum=1)
+    linger_ms = _int(options, "linger_ms", 5, minimum=0)
+    max_request_size = _int(options, "max_request_size", 1_048_576, minimum=1)
+    buffer_memory = _int(options, "buffer_memory", 33_554_432, minimum=1)
+    max_block_ms = _int(options, "max_block_ms", 60_000, minimum=0)
+    delivery_default = max(120_000, linger_ms + config.request_timeout_ms)
+    delivery = _int(options, "delivery_timeout_ms", delivery_default, minimum=1)
+    if "delivery_timeout_ms" in options and delivery < linger_ms + config.request_timeout_ms:
+        raise KafkaConfigError(
+            f"delivery_timeout_ms ({delivery}) must be >= linger_ms + request_timeout_ms "
+            f"({linger_ms} + {config.request_timeout_ms})"
+        )
+    if max_request_size < _RECORD_OVERHEAD or buffer_memory < _RECORD_OVERHEAD:
+        raise KafkaConfigError(
+            f"max_request_size and buffer_memory must be at least {_RECORD_OVERHEAD} bytes"
+        )
+    return ProducerOptions(
+        acks=acks,
+        enable_idempotence=idempotence,
+        batch_size=batch_size,
+        linger_ms=linger_ms,
+        compression=codec,
+        compression_level=level,
+        max_request_size=max_request_size,
+        buffer_memory=buffer_memory,
+        max_block_ms=max_block_ms,
+        delivery_timeout_ms=delivery,
+        retries=retries,
+        max_in_flight=in_flight,
+        partitioner=_callable(options, "partitioner"),
+        key_serializer=_callable(options, "key_serializer"),
+        value_serializer=_callable(options, "value_serializer"),
+    )
+
+
+def record_size_bound(
+    key: bytes | None, value: bytes | None, headers: Any
+) -> int:
+    """An upper bound of one record's encoded size in a batch of its own."""
+    size = _RECORD_OVERHEAD
+    if key is not None:
+        size += len(key)
+    if value is not None:
+        size += len(value)
+    if headers:
+        for hkey, hvalue in headers:
+            size += 10 + len(hkey) * 4 + (len(hvalue) if hvalue is not None else 0)
+    return size

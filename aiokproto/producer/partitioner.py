@@ -1,0 +1,102 @@
+"""Choosing a partition for a record: pure functions and a small stateful sticky chooser.
+
+Keyed records go to ``(murmur2(key) & 0x7fffffff) % num_partitions``: the hash Java's
+``Utils.murmur2`` and librdkafka's ``murmur2_random`` partitioner compute, so a key lands
+in the same partition whichever client wrote it. Records without a key follow the
+uniform sticky rule (KIP-480/794): they stick to one partition until ``batch_size``
+bytes went there, then move to another, preferring partitions that have a leader.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections.abc import Callable, Sequence
+from typing import Final
+
+#: ``partitioner=`` option: ``(key_bytes, all_partitions, available_partitions) -> int``.
+PartitionerFn = Callable[[bytes | None, Sequence[int], Sequence[int]], int]
+
+_SEED: Final = 0x9747B28C
+_M: Final = 0x5BD1E995
+_MASK: Final = 0xFFFFFFFF
+_WORDS: dict[int, struct.Struct] = {}
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """MurmurHash2 (32-bit, seed 0x9747b28c) as an unsigned int, as Kafka hashes keys."""
+    n = len(data)
+    h = (_SEED ^ n) & _MASK
+    words = n >> 2
+    if words:
+        unpack = _WORDS.get(words)
+        if unpack is None:
+            unpack = _WORDS[words] = struct.Struct(f"<{words}I")
+        for k in unpack.unpack_from(data):
+            k = (k * _M) & _MASK
+            k ^= k >> 24
+            h = ((h * _M) & _MASK) ^ ((k * _M) & _MASK)
+    tail = n & 3
+    if tail:
+        base = n - tail
+        if tail == 3:
+            h ^= data[base + 2] << 16
+        if tail >= 2:
+            h ^= data[base + 1] << 8
+        h ^= data[base]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h
+
+
+def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    """The partition Java's and librdkafka's default partitioners pick for ``key``."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+class StickyPartitioner:
+    """Uniform sticky choice for records without a key (one instance per topic).
+
+    ``partition(size, ...)`` returns the current sticky partition and counts ``size``
+    bytes against it; once ``batch_size`` bytes went to it the next call picks another
+    partition at random, among those with a leader when there are any.
+    """
+
+    __slots__ = ("_batch_size", "_current", "_rng", "left")
+
+    def __init__(self, batch_size: int, rng: random.Random | None = None) -> None:
+        self._batch_size = batch_size
+        self._rng = rng or random.Random()
+        self._current = -1
+        self.left = 0  # bytes still to go to the current partition; callers may count down
+
+    @property
+    def current(self) -> int:
+        """The partition the next record goes to if it is still valid (-1: none yet)."""
+        return self._current
+
+    def partition(
+        self, size: int, all_partitions: Sequence[int], available: Sequence[int]
+    ) -> int:
+        current = self._current
+        if self.left <= 0 or current not in all_partitions or (
+            available and current not in available
+        ):
+            current = self._switch(all_partitions, available)
+        self.left -= size
+        return current
+
+    def _switch(self, all_partitions: Sequence[int], available: Sequence[int]) -> int:
+        pool = available or all_partitions
+        if len(pool) > 1:
+            # Another partition than the one just filled, so load spreads evenly.
+            choice = self._rng.choice(pool)
+            while choice == self._current:
+                choice = self._rng.choice(pool)
+        else:
+            choice = pool[0]
+        self._current = choice
+        self.left = self._batch_size
+        return choice

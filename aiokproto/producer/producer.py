@@ -1,0 +1,587 @@
+"""The Producer: public API, topic/partition choice and buffer back-pressure.
+
+``send()`` only buffers: it picks the partition, waits for ``buffer_memory`` space if
+needed (up to ``max_block_ms``) and appends to the partition's open batch. The sender
+task does all I/O. The fast path of ``send()`` never suspends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from time import time as _time
+from typing import Any, NoReturn, Self
+
+from aiokproto.cluster.client import ClusterClient
+from aiokproto.cluster.snapshot import ClusterSnapshot
+from aiokproto.config import ClientConfig, split_options
+from aiokproto.errors import (
+    IllegalStateError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+    for_code,
+)
+from aiokproto.producer.accumulator import RECORD_CHARGE, Accumulator
+from aiokproto.producer.batch import PartitionQueue
+from aiokproto.producer.delivery import BatchDelivery, DeliveryFuture, RecordMetadata, Segment
+from aiokproto.producer.options import (
+    BATCH_HEADER,
+    PRODUCER_OPTIONS,
+    RECORD_OVERHEAD_BOUND,
+    ProducerOptions,
+    parse_producer_options,
+)
+from aiokproto.producer.partitioner import PartitionerFn, StickyPartitioner, partition_for_key
+from aiokproto.producer.sender import Sender
+from aiokproto.records.record import Header
+
+log = logging.getLogger(__name__)
+
+#: send_batch gives the event loop a turn after buffering this many bytes
+_YIELD_BYTES = 256 * 1024
+
+# Topic errors that waiting will not fix.
+_FATAL_TOPIC_ERRORS = frozenset({InvalidTopicError.errno, TopicAuthorizationFailedError.errno})
+
+
+class SerializationError(KafkaError, TypeError):
+    """A key, value or header is not bytes (give a serializer, or encode it yourself)."""
+
+
+class _TopicState:
+    """What ``send()`` needs about one topic, rebuilt when the metadata snapshot changes."""
+
+    __slots__ = (
+        "available",
+        "count",
+        "name",
+        "partitions",
+        "queues",
+        "sticky",
+        "sticky_queue",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        snapshot: ClusterSnapshot,
+        accumulator: Accumulator,
+        sticky: StickyPartitioner,
+    ) -> None:
+        info = snapshot.topics[name]
+        self.name = name
+        self.partitions: tuple[int, ...] = tuple(sorted(info.partitions))
+        self.available: tuple[int, ...] = tuple(
+            p for p in self.partitions if info.partitions[p].leader >= 0
+        )
+        self.count = len(self.partitions)
+        self.sticky = sticky
+        self.queues: dict[int, PartitionQueue] = {
+            p: accumulator.queue(name, p) for p in self.partitions
+        }
+        # the sticky partition's queue while its byte budget lasts (None: choose again)
+        self.sticky_queue: PartitionQueue | None = None
+
+    def choose_sticky(self, charge: int) -> PartitionQueue:
+        pq = self.queues[self.sticky.partition(charge, self.partitions, self.available)]
+        self.sticky_queue = pq
+        return pq
+
+
+def _header_charge(headers: Sequence[Header]) -> int:
+    size = 0
+    try:
+        for hkey, hvalue in headers:
+            size += 2 + len(hkey) * 4 + (0 if hvalue is None else len(hvalue))
+    except (TypeError, ValueError):
+        raise SerializationError(
+            f"headers must be a list of (str, bytes) pairs, not {headers!r}"
+        ) from None
+    return size
+
+
+class Producer:
+    """An asyncio Kafka producer: ``async with Producer(bootstrap_servers=...) as p``.
+
+    Options are Java's producer configs in snake_case: ``acks`` (0, 1, "all"; default
+    "all"), ``enable_idempotence`` (True), ``batch_size`` (16384), ``linger_ms`` (5),
+    ``compression_type`` ("none", "gzip", "snappy", "lz4", "zstd"),
+    ``compression_level``, ``max_request_size`` (1048576), ``buffer_memory``
+    (33554432), ``max_block_ms`` (60000), ``delivery_timeout_ms`` (120000), ``retries``,
+    ``partitioner``, ``key_serializer``, ``value_serializer``, plus the shared client
+    options (``bootstrap_servers``, ``client_id``, ``request_timeout_ms``,
+    ``max_in_flight_requests_per_connection``, security...).
+    """
+
+    _acc: Accumulator  # set by start(); send() checks _plain/_accepting first
+
+    def __init__(self, **options: Any) -> None:
+        config, own = split_options(options, PRODUCER_OPTIONS, "Producer")
+        self.config: ClientConfig = config
+        self.options: ProducerOptions = parse_producer_options(config, own)
+        opts = self.options
+        self._max_block = opts.max_block_ms / 1000
+        self._key_serializer = opts.key_serializer
+        self._value_serializer = opts.value_serializer
+        self._partitioner: PartitionerFn | None = opts.partitioner
+        # the largest charge a record may have: its whole batch must fit a request
+        self._max_charge = opts.max_record_size - BATCH_HEADER - RECORD_OVERHEAD_BOUND
+        self._client: ClusterClient | None = None
+        self._sender: Sender | None = None
+        self._topics: dict[str, _TopicState] = {}
+        self._sticky: dict[str, StickyPartitioner] = {}
+        self._space_waiters: list[asyncio.Future[None]] = []
+        self._running = False
+        self._accepting = False  # running and the sender is healthy
+        # accepting, and records need no serializing: send()'s one check on its fast path
+        self._plain = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "running" if self._running else "closed" if self._closed else "new"
+        return f"<Producer {state} {self.config.client_id}>"
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Connect, learn the cluster, get a producer id (idempotence) and start sending."""
+        if self._running:
+            return
+        if self._closed:
+            raise IllegalStateError("this Producer was stopped; create a new one")
+        client = ClusterClient(self.config)
+        await client.start()
+        try:
+            loop = asyncio.get_running_loop()
+            sender_box: list[Sender] = []
+            acc = Accumulator(
+                self.options, loop, lambda: sender_box[0].wake(), self._space_released
+            )
+            sender = Sender(
+                client, acc, self.options, self.config, self._on_fatal, self._on_metadata
+            )
+            sender_box.append(sender)
+            if self.options.enable_idempotence:
+                acc.set_identity(
+                    await sender.init_producer_id(acc.identity, self.config.default_api_timeout_ms)
+                )
+        except BaseException:
+            await client.close()
+            raise
+        self._client, self._acc, self._sender = client, acc, sender
+        sender.start()
+        self._running = self._accepting = True
+        self._plain = self._key_serializer is None and self._value_serializer is None
+
+    async def stop(self, timeout_ms: int | None = None) -> None:
+        """Deliver what is buffered (within ``timeout_ms``, default
+        ``delivery_timeout_ms``), fail what could not be, and close.
+
+        Records still undelivered fail with ``KafkaTimeoutError``; ``send`` raises
+        ``IllegalStateError`` from now on.
+        """
+        if not self._running:
+            self._closed = True
+            return
+        self._running = self._accepting = self._plain = False
+        self._closed = True
+        acc, sender, client = self._acc, self._sender, self._client
+        assert acc is not None and sender is not None and client is not None
+        timeout = (self.options.delivery_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        acc.closing = True
+        sender.wake()
+        for waiter in self._space_waiters:
+            if not waiter.done():
+                waiter.set_exception(IllegalStateError("the Producer was stopped"))
+                waiter.exception()  # its sender may have been cancelled meanwhile
+        try:
+            futures = [b.future for b in acc.incomplete]
+            if futures and sender.fatal is None:
+                await asyncio.wait(futures, timeout=timeout)
+        finally:
+            await sender.close()
+            left = acc.unsent_or_in_flight()
+            if left:
+                log.warning("producer stopped with %d batch(es) undelivered", left)
+            acc.fail_all(
+                KafkaTimeoutError(
+                    f"the Producer was stopped before the record was delivered "
+                    f"(stop timeout {timeout * 1000:.0f} ms)"
+                )
+            )
+            await client.close()
+
+    close = stop
+
+    def _check_running(self) -> NoReturn:
+        if self._sender is not None and self._sender.fatal is not None:
+            raise self._sender.fatal
+        if self._closed:
+            raise IllegalStateError("the Producer is stopped; create a new one to send")
+        raise IllegalStateError("the Producer is not started; use 'async with' or start()")
+
+    def _on_fatal(self) -> None:
+        self._accepting = self._plain = False
+
+    def _on_metadata(self) -> None:
+        """A new metadata snapshot: topic states are rebuilt on their next use."""
+        self._topics.clear()
+
+    # -- sending ------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> DeliveryFuture:
+        """Buffer one record; returns an awaitable that gives its ``RecordMetadata``.
+
+        Waits only when ``buffer_memory`` is full (``KafkaTimeoutError`` after
+        ``max_block_ms``) or the topic's metadata is not known yet. Serializers are
+        applied to keys/values that are not None. A record too large for
+        ``max_request_size``/``buffer_memory`` gets a handle that fails with
+        ``RecordTooLargeError`` (nothing else is affected).
+        """
+        if not self._plain:
+            if not self._accepting:
+                self._check_running()
+            if self._key_serializer is not None and key is not None:
+                key = self._key_serializer(key)
+            if self._value_serializer is not None and value is not None:
+                value = self._value_serializer(value)
+        try:
+            vsize = -1 if value is None else len(value)
+            ksize = -1 if key is None else len(key)
+        except TypeError:
+            raise SerializationError(
+                f"key and value must be bytes or None (got {type(key).__name__} and "
+                f"{type(value).__name__}); pass key_serializer/value_serializer"
+            ) from None
+        charge = RECORD_CHARGE + vsize + ksize
+        if headers:
+            charge += _header_charge(headers)
+        if charge > self._max_charge:
+            return DeliveryFuture.failed(self._too_large(topic, charge))
+        try:
+            ts = self._topics[topic]  # cleared by the sender when metadata changes
+        except KeyError:
+            ts = await self._topic_state(topic)
+        pq: PartitionQueue | None
+        if partition is not None:
+            pq = ts.queues.get(partition)
+            if pq is None:
+                pq = await self._partition_queue(ts, partition)
+        elif key is None and self._partitioner is None:
+            sticky = ts.sticky
+            pq = ts.sticky_queue
+            if pq is not None and sticky.left > 0:
+                sticky.left -= charge
+            else:
+                pq = ts.choose_sticky(charge)
+        else:
+            pq = ts.queues[self._choose(ts, key, charge)]
+        acc = self._acc
+        if acc.used + charge > acc.limit:
+            await self._wait_for_space(charge)
+        if timestamp_ms is None:
+            timestamp_ms = int(_time() * 1000)
+        try:
+            batch = pq.open
+            if batch is not None:
+                delta = batch.builder.append(timestamp_ms, key, value, headers)
+                if delta is not None:
+                    batch.charge += charge
+                    acc.used += charge
+                    return DeliveryFuture(batch, delta, timestamp_ms, ksize, vsize)
+            handle = acc.append(pq, timestamp_ms, key, value, headers, charge)
+        except TypeError as exc:
+            raise SerializationError(f"cannot encode the record: {exc}") from None
+        if batch is not None:
+            # A batch just filled up: let the sender ship it while we go on buffering.
+            await asyncio.sleep(0)
+        return handle
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> RecordMetadata:
+        """``send`` and wait for delivery."""
+        handle = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await handle
+
+    async def send_batch(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        *,
+        keys: Iterable[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> BatchDelivery:
+        """Buffer many records of one topic in one call (the fast path for ingest).
+
+        ``values`` (and ``keys``, same length) are appended in order; every record gets
+        ``timestamp_ms`` (default: now) and ``headers``. With ``partition`` set (or no
+        keys) they go to one partition in as few batches as possible; with keys each
+        goes to its key's partition. Returns one awaitable for all: awaiting it gives
+        their ``RecordMetadata`` in order, or raises the first delivery error.
+        """
+        if not self._accepting:
+            self._check_running()
+        vals: list[Any] = list(values)
+        if self._value_serializer is not None:
+            ser = self._value_serializer
+            vals = [None if v is None else ser(v) for v in vals]
+        key_list: list[Any] | None = None
+        if keys is not None:
+            key_list = list(keys)
+            if len(key_list) != len(vals):
+                raise SerializationError(
+                    f"send_batch got {len(key_list)} keys for {len(vals)} values"
+                )
+            if self._key_serializer is not None:
+                kser = self._key_serializer
+                key_list = [None if k is None else kser(k) for k in key_list]
+        extra = _header_charge(headers) if headers else 0
+        try:
+            charges = [RECORD_CHARGE + extra + (0 if v is None else len(v)) for v in vals]
+            if key_list is not None:
+                charges = [
+                    c + (0 if k is None else len(k))
+                    for c, k in zip(charges, key_list, strict=True)
+                ]
+        except TypeError:
+            raise SerializationError(
+                "send_batch values and keys must be bytes or None; pass serializers"
+            ) from None
+        biggest = max(charges, default=0)
+        if biggest > self._max_charge:
+            raise self._too_large(topic, biggest)
+        if timestamp_ms is None:
+            timestamp_ms = int(_time() * 1000)
+        ts = self._topics.get(topic)
+        if ts is None:
+            ts = await self._topic_state(topic)
+        acc = self._acc
+        assert acc is not None
+        segments: list[Segment] = []
+        n = len(vals)
+        i = unyielded = 0
+        next_part: int | None = None
+        while i < n:
+            # A run of records for one partition that fits the free buffer memory.
+            first = charges[i]
+            if partition is not None:
+                part = partition
+            elif next_part is not None:
+                part = next_part
+            else:
+                part = self._choose(ts, None if key_list is None else key_list[i], first)
+            next_part = None
+            # bounded by free memory, and by _YIELD_BYTES so the sender gets turns
+            free = max(min(acc.limit - acc.used, _YIELD_BYTES), first)
+            j, total = i + 1, first
+            while j < n:
+                charge = charges[j]
+                if total + charge > free:
+                    break
+                if partition is None:
+                    other = self._choose(ts, None if key_list is None else key_list[j], charge)
+                    if other != part:
+                        next_part = other
+                        break
+                total += charge
+                j += 1
+            pq = ts.queues.get(part)
+            if pq is None:
+                pq = await self._partition_queue(ts, part)
+            if acc.used + total > acc.limit:
+                await self._wait_for_space(total)
+            try:
+                appended = acc.append_many(
+                    pq, timestamp_ms, key_list, vals, charges, i, j, headers
+                )
+                segments.extend(Segment(*seg) for seg in appended)
+            except TypeError as exc:
+                raise SerializationError(f"cannot encode a record: {exc}") from None
+            i = j
+            unyielded += total
+            if unyielded >= _YIELD_BYTES and i < n:
+                unyielded = 0
+                await asyncio.sleep(0)  # let the sender ship the full batches meanwhile
+        return BatchDelivery(segments, key_list, vals, timestamp_ms)
+
+    async def flush(self, timeout_ms: int | None = None) -> None:
+        """Send everything buffered now, ignoring linger, and wait until each batch is
+        delivered or failed. ``KafkaTimeoutError`` if that takes over ``timeout_ms``."""
+        if not self._running:
+            self._check_running()
+        acc, sender = self._acc, self._sender
+        assert acc is not None and sender is not None
+        futures = [b.future for b in acc.incomplete]
+        if not futures:
+            return
+        acc.flushing += 1
+        sender.wake()
+        try:
+            _, pending = await asyncio.wait(
+                futures, timeout=None if timeout_ms is None else timeout_ms / 1000
+            )
+        finally:
+            acc.flushing -= 1
+        if pending:
+            raise KafkaTimeoutError(
+                f"flush: {len(pending)} batch(es) still undelivered after {timeout_ms} ms"
+            )
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The topic's partition ids (waits up to ``max_block_ms`` for its metadata)."""
+        if not self._running:
+            self._check_running()
+        ts = await self._topic_state(topic)
+        return set(ts.partitions)
+
+    # -- partitions -----------------------------------------------------------------
+
+    def _choose(self, ts: _TopicState, key: bytes | None, charge: int) -> int:
+        if self._partitioner is not None:
+            part = self._partitioner(key, ts.partitions, ts.available)
+            if part not in ts.queues:
+                raise KafkaError(
+                    f"the partitioner returned {part!r} for topic {ts.name}, which has "
+                    f"partitions {ts.partitions[0]}..{ts.partitions[-1]}"
+                )
+            return part
+        if key is not None:
+            return partition_for_key(key, ts.count)
+        return ts.sticky.partition(charge, ts.partitions, ts.available)
+
+    async def _topic_state(self, topic: str) -> _TopicState:
+        """The topic's state from the current metadata, waiting for it if unknown."""
+        client, acc = self._client, self._acc
+        assert client is not None and acc is not None
+        meta = client.metadata
+        if not isinstance(topic, str) or not topic:
+            raise InvalidTopicError(f"topic must be a non-empty str, not {topic!r}")
+        if topic not in meta.tracked:
+            meta.track([topic])
+
+        def known(snap: ClusterSnapshot) -> bool:
+            info = snap.topics.get(topic)
+            if info is not None and info.partitions:
+                return True
+            return meta.topic_errors.get(topic) in _FATAL_TOPIC_ERRORS
+
+        snapshot = meta.snapshot
+        if not known(snapshot):
+            try:
+                snapshot = await meta.wait_for(known, self._max_block)
+            except KafkaTimeoutError:
+                code = meta.topic_errors.get(topic)
+                why = f"; the broker says {for_code(code).__name__}" if code else ""
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not present in metadata after "
+                    f"{self.options.max_block_ms} ms (max_block_ms){why}. Create it, or "
+                    f"enable auto.create.topics.enable on the brokers"
+                ) from None
+        code = meta.topic_errors.get(topic)
+        if code in _FATAL_TOPIC_ERRORS and topic not in snapshot.topics:
+            raise for_code(code)(f"topic {topic!r}")
+        sticky = self._sticky.get(topic)
+        if sticky is None:
+            sticky = self._sticky[topic] = StickyPartitioner(self.options.batch_size)
+        ts = _TopicState(topic, snapshot, acc, sticky)
+        self._topics[topic] = ts
+        return ts
+
+    async def _partition_queue(self, ts: _TopicState, partition: Any) -> PartitionQueue:
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise UnknownTopicOrPartitionError(
+                f"partition must be a non-negative int, not {partition!r}"
+            )
+        assert self._client is not None
+        try:
+            await asyncio.wait_for(self._client.metadata.refresh(), self._max_block)
+        except (KafkaError, TimeoutError):
+            pass
+        fresh = await self._topic_state(ts.name)
+        pq = fresh.queues.get(partition)
+        if pq is None:
+            raise UnknownTopicOrPartitionError(
+                f"topic {ts.name!r} has no partition {partition} "
+                f"(it has {fresh.count} partitions)"
+            )
+        return pq
+
+    def _too_large(self, topic: str, charge: int) -> RecordTooLargeError:
+        size = charge - RECORD_CHARGE + BATCH_HEADER + RECORD_OVERHEAD_BOUND
+        return RecordTooLargeError(
+            f"a record of about {size} bytes for topic {topic!r} is larger than "
+            f"max_request_size ({self.options.max_request_size}) or buffer_memory "
+            f"({self.options.buffer_memory}); raise those, or send smaller records"
+        )
+
+    # -- buffer memory --------------------------------------------------------------
+
+    async def _wait_for_space(self, charge: int) -> None:
+        acc, sender = self._acc, self._sender
+        assert acc is not None and sender is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._max_block
+        acc.space_wanted = True  # buffered batches are sent without lingering
+        sender.wake()
+        try:
+            while acc.used + charge > acc.limit:
+                if not self._running:
+                    self._check_running()
+                remaining = deadline - loop.time()
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._space_waiters.append(waiter)
+                try:
+                    if remaining <= 0:
+                        raise TimeoutError
+                    async with asyncio.timeout(remaining):
+                        await waiter
+                except TimeoutError:
+                    raise KafkaTimeoutError(
+                        f"buffer_memory ({acc.limit} bytes) stayed full for "
+                        f"{self.options.max_block_ms} ms (max_block_ms): the brokers do "
+                        f"not keep up or are unreachable; {acc.used} bytes are buffered "
+                        f"in {acc.unsent_or_in_flight()} batch(es)"
+                    ) from None
+                finally:
+                    if waiter in self._space_waiters:
+                        self._space_waiters.remove(waiter)
+        finally:
+            acc.space_wanted = bool(self._space_waiters)
+
+    def _space_released(self) -> None:
+        waiters = self._space_waiters
+        if waiters:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            waiters.clear()
+

@@ -1,0 +1,419 @@
+"""The sender: one task that drains the accumulator into per-broker Produce requests.
+
+Each request runs as a task the sender owns (at most
+``max_in_flight_requests_per_connection`` per broker, on the broker's "produce"
+connection); its outcome is applied to the batches synchronously when the answer
+arrives. ``decide()`` is the pure rule for one partition's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from aiokproto.cluster.client import ClusterClient
+from aiokproto.cluster.snapshot import BrokerInfo, ClusterSnapshot
+from aiokproto.config import ClientConfig
+from aiokproto.errors import (
+    DuplicateSequenceNumberError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    OutOfOrderSequenceNumberError,
+    RecordListTooLargeError,
+    UnknownProducerIdError,
+    for_code,
+)
+from aiokproto.producer.accumulator import Accumulator
+from aiokproto.producer.batch import ProducerBatch, ProducerIdentity
+from aiokproto.producer.delivery import BatchResult
+from aiokproto.producer.options import ProducerOptions
+from aiokproto.protocol.messages.init_producer_id import InitProducerIdRequest
+from aiokproto.protocol.messages.produce import (
+    ProduceRequest,
+    ProduceRequestPartitionProduceData,
+    ProduceRequestTopicProduceData,
+)
+
+log = logging.getLogger(__name__)
+
+_NO_ANSWER = BatchResult(-1, -1, -1)  # acks=0
+_ZERO_UUID = uuid.UUID(int=0)
+_FIRST_TOPIC_ID_VERSION = 13
+_MIN_PRODUCE_VERSION = 3  # RecordBatch v2
+
+
+class Action(enum.Enum):
+    DONE = "done"  # delivered (or a duplicate of a delivered batch)
+    RETRY = "retry"  # send again after back-off
+    RETRY_NOW = "retry_now"  # the leader moved and we know where: no back-off
+    RESET = "reset"  # idempotence state lost: new epoch, renumber, send again
+    FAIL = "fail"
+
+
+def decide(
+    error_code: int,
+    *,
+    idempotent: bool,
+    first_unresolved: bool,
+    leader_hint_applied: bool = False,
+) -> Action:
+    """What to do with a batch given its partition's error code in a Produce answer."""
+    if error_code == 0 or error_code == DuplicateSequenceNumberError.errno:
+        return Action.DONE
+    if idempotent and error_code in (
+        OutOfOrderSequenceNumberError.errno,
+        UnknownProducerIdError.errno,
+    ):
+        # Before the first unresolved batch is settled, later ones get these errors
+        # only because the earlier one is missing: plain retry, in order.
+        return Action.RESET if first_unresolved else Action.RETRY
+    error = for_code(error_code)
+    if error.retriable:
+        return Action.RETRY_NOW if leader_hint_applied else Action.RETRY
+    return Action.FAIL
+
+
+def backoff_s(config: ClientConfig, attempts: int) -> float:
+    """Exponential back-off with +/-20% jitter from retry_backoff_ms to ..._max_ms."""
+    exp = min(max(attempts - 1, 0), 20)
+    delay = min(config.retry_backoff_max_ms, config.retry_backoff_ms * (1 << exp))
+    return delay * random.uniform(0.8, 1.2) / 1000
+
+
+class Sender:
+    """Owns the drain loop task and every request task."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        accumulator: Accumulator,
+        options: ProducerOptions,
+        config: ClientConfig,
+        on_fatal: Callable[[], None],
+        on_metadata: Callable[[], None],
+    ) -> None:
+        self._client = client
+        self._on_fatal = on_fatal
+        self._on_metadata = on_metadata
+        self._acc = accumulator
+        self._opts = options
+        self._config = config
+        self._loop = asyncio.get_running_loop()
+        self._node_in_flight: dict[int, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._waiter: asyncio.Future[None] | None = None
+        self._bump_task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.fatal: KafkaError | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = self._loop.create_task(self._run(), name="aiokproto-producer-sender")
+
+    async def close(self) -> None:
+        """Cancel the loop and every request task (their batches stay unresolved)."""
+        tasks = [t for t in (self._task, self._bump_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._task = self._bump_task = None
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    @property
+    def requests_in_flight(self) -> int:
+        return len(self._tasks)
+
+    # -- the drain loop -----------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            await self._loop_forever()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: fail loudly, never leave records hanging
+            log.exception("producer sender failed")
+            self.fatal = KafkaError(f"the producer's sender failed: {exc!r}")
+            self.fatal.__cause__ = exc
+            self._on_fatal()
+            self._acc.fail_all(self.fatal)
+
+    async def _loop_forever(self) -> None:
+        loop = self._loop
+        acc = self._acc
+        meta = self._client.metadata
+        retry_backoff = self._config.retry_backoff_ms / 1000
+        seen = meta.snapshot
+        while True:
+            now = loop.time()
+            snapshot = meta.snapshot
+            if snapshot is not seen:
+                seen = snapshot
+                self._on_metadata()
+            plan = acc.drain(now, snapshot.leader_for, self._capacity)
+            for node, batches in plan.requests:
+                self._dispatch(node, batches, snapshot)
+            if plan.reset_wanted and self._bump_task is None:
+                self._bump_task = loop.create_task(self._bump(), name="aiokproto-producer-bump")
+            if plan.leaderless:
+                meta.request_refresh()
+                plan.wake_at(now + retry_backoff)
+            waiter = self._waiter = loop.create_future()
+            timer = None if plan.next_wake is None else loop.call_at(plan.next_wake, self.wake)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+
+    def _capacity(self, node: int) -> int:
+        return self._opts.max_in_flight - self._node_in_flight.get(node, 0)
+
+    def _dispatch(
+        self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot
+    ) -> None:
+        self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+        task = self._loop.create_task(self._produce(node, batches, snapshot))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- one request --------------------------------------------------------------
+
+    async def _produce(
+        self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot
+    ) -> None:
+        acc = self._acc
+        try:
+            try:
+                conn = await self._client.connection(node, "produce")
+                version = conn.version_for(ProduceRequest, _MIN_PRODUCE_VERSION)
+                request, names, ids_known = self._request(batches, snapshot)
+                if version >= _FIRST_TOPIC_ID_VERSION and not ids_known:
+                    version = _FIRST_TOPIC_ID_VERSION - 1  # name the topics instead
+                if self._opts.acks == 0:
+                    await conn.send(request, version, expect_response=False)
+                    for batch in batches:
+                        acc.complete(batch, _NO_ANSWER)
+                    return
+                response = await conn.send(
+                    request, version, timeout_ms=self._config.request_timeout_ms + 1000
+                )
+            except KafkaError as exc:
+                self._request_failed(batches, exc)
+                return
+            self._apply(response, batches, names)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a codec or logic bug: the batches fail, visibly
+            log.exception("producing to node %s failed unexpectedly", node)
+            error = KafkaError(f"producing to node {node} failed unexpectedly: {exc!r}")
+            error.__cause__ = exc
+            for batch in batches:
+                acc.fail(batch, error)
+        finally:
+            self._node_in_flight[node] -= 1
+            self.wake()
+
+    def _request(
+        self, batches: list[ProducerBatch], snapshot: ClusterSnapshot
+    ) -> tuple[ProduceRequest, dict[uuid.UUID, str], bool]:
+        """The request, topic id -> name, and whether every topic id is known."""
+        by_topic: dict[str, list[ProduceRequestPartitionProduceData]] = {}
+        for batch in batches:
+            assert batch.payload is not None
+            by_topic.setdefault(batch.topic, []).append(
+                ProduceRequestPartitionProduceData(
+                    index=batch.partition, records=memoryview(batch.payload)
+                )
+            )
+        names: dict[uuid.UUID, str] = {}
+        topic_data = []
+        for topic, parts in by_topic.items():
+            info = snapshot.topics.get(topic)
+            topic_id = info.topic_id if info is not None else _ZERO_UUID
+            names[topic_id] = topic
+            topic_data.append(
+                ProduceRequestTopicProduceData(name=topic, topic_id=topic_id, partition_data=parts)
+            )
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=self._opts.acks,
+            timeout_ms=self._config.request_timeout_ms,
+            topic_data=topic_data,
+        )
+        return request, names, _ZERO_UUID not in names
+
+    # -- outcomes -----------------------------------------------------------------
+
+    def _request_failed(self, batches: Iterable[ProducerBatch], error: KafkaError) -> None:
+        if error.retriable:
+            for batch in batches:
+                self._retry(batch, error, now=False)
+        else:
+            for batch in batches:
+                self._acc.fail(batch, error)
+
+    def _retry(self, batch: ProducerBatch, error: KafkaError, *, now: bool) -> None:
+        loop_now = self._loop.time()
+        if loop_now >= batch.deadline:
+            self._acc.fail(
+                batch,
+                KafkaTimeoutError(
+                    f"{batch.record_count} record(s) for {batch.topic}[{batch.partition}] "
+                    f"not delivered within delivery_timeout_ms="
+                    f"{self._opts.delivery_timeout_ms} after {batch.attempts} attempt(s); "
+                    f"last error: {error}"
+                ),
+            )
+        elif batch.attempts > self._opts.retries:
+            self._acc.fail(batch, error)
+        else:
+            delay = 0.0 if now else backoff_s(self._config, batch.attempts)
+            self._acc.retry(batch, error, loop_now + delay)
+
+    def _apply(
+        self, response: Any, batches: list[ProducerBatch], names: dict[uuid.UUID, str]
+    ) -> None:
+        by_key = {(b.topic, b.partition): b for b in batches}
+        endpoints = [
+            BrokerInfo(e.node_id, e.host, e.port, e.rack) for e in response.node_endpoints
+        ]
+        for topic_response in response.responses:
+            topic = topic_response.name or names.get(topic_response.topic_id, "")
+            for part in topic_response.partition_responses:
+                batch = by_key.pop((topic, part.index), None)
+                if batch is not None:
+                    self._partition_answer(batch, part, endpoints)
+        for batch in by_key.values():
+            self._retry(
+                batch,
+                KafkaProtocolError(
+                    f"the Produce answer did not mention {batch.topic}[{batch.partition}]"
+                ),
+                now=False,
+            )
+
+    def _partition_answer(
+        self, batch: ProducerBatch, part: Any, endpoints: list[BrokerInfo]
+    ) -> None:
+        code = part.error_code
+        if code == 0:
+            self._acc.complete(
+                batch, BatchResult(part.base_offset, part.log_append_time_ms, part.log_start_offset)
+            )
+            return
+        pq = batch.queue
+        hint = False
+        error_cls = for_code(code)
+        if error_cls.invalid_metadata:
+            leader = part.current_leader
+            if leader.leader_id >= 0:
+                hint = self._client.metadata.apply_leader_hint(
+                    batch.topic, batch.partition, leader.leader_id, leader.leader_epoch, endpoints
+                )
+            if not hint:
+                self._client.metadata.request_refresh()
+        action = decide(
+            code,
+            idempotent=self._acc.idempotent,
+            first_unresolved=pq.is_first_unresolved(batch),
+            leader_hint_applied=hint,
+        )
+        if action is Action.DONE:
+            self._acc.complete(
+                batch, BatchResult(part.base_offset, part.log_append_time_ms, part.log_start_offset)
+            )
+            return
+        error = error_cls(_describe(batch, part))
+        if action is Action.FAIL:
+            if isinstance(error, (MessageTooLargeError, RecordListTooLargeError)):
+                error = error_cls(
+                    _describe(batch, part) + f"; the batch had {batch.record_count} record(s) "
+                    f"and {len(batch.payload or b'')} bytes: lower batch_size "
+                    f"({self._opts.batch_size}) or raise the topic's max.message.bytes"
+                )
+            self._acc.fail(batch, error)
+            return
+        if action is Action.RESET:
+            log.info("%s: %s; bumping the producer epoch", batch, error)
+            pq.needs_reset = True
+        self._retry(batch, error, now=action is Action.RETRY_NOW)
+
+    # -- producer id ----------------------------------------------------------------
+
+    async def init_producer_id(
+        self, current: ProducerIdentity, timeout_ms: int
+    ) -> ProducerIdentity:
+        """InitProducerId (KIP-360: with the current id and epoch), retried while
+        retriable within ``timeout_ms``."""
+        deadline = self._loop.time() + timeout_ms / 1000
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                response = await self._client.send_any(
+                    InitProducerIdRequest(
+                        transactional_id=None,
+                        transaction_timeout_ms=60_000,
+                        producer_id=current.producer_id,
+                        producer_epoch=current.epoch,
+                    )
+                )
+                if not response.error_code:
+                    return ProducerIdentity(response.producer_id, response.producer_epoch)
+                error: KafkaError = for_code(response.error_code)("InitProducerId")
+            except KafkaError as exc:
+                error = exc
+            if not error.retriable:
+                raise error
+            delay = backoff_s(self._config, attempts)
+            if self._loop.time() + delay >= deadline:
+                raise KafkaTimeoutError(
+                    f"no producer id within {timeout_ms} ms; last error: {error}"
+                ) from error
+            await asyncio.sleep(delay)
+
+    async def _bump(self) -> None:
+        try:
+            while True:
+                try:
+                    identity = await self.init_producer_id(
+                        self._acc.identity, self._config.default_api_timeout_ms
+                    )
+                except KafkaError as exc:
+                    if exc.retriable:
+                        continue
+                    log.error("cannot get a new producer epoch: %s", exc)
+                    self.fatal = exc
+                    self._on_fatal()
+                    self._acc.fail_all(exc)
+                    return
+                log.info("producer id %s epoch %s", identity.producer_id, identity.epoch)
+                self._acc.set_identity(identity)
+                return
+        finally:
+            self._bump_task = None
+            self.wake()
+
+
+def _describe(batch: ProducerBatch, part: Any) -> str:
+    text = f"{batch.topic}[{batch.partition}]"
+    message = getattr(part, "error_message", None)
+    if message:
+        text += f": {message}"
+    for record_error in getattr(part, "record_errors", None) or ():
+        text += f"; record {record_error.batch_index}: {record_error.batch_index_error_message}"
+    return text

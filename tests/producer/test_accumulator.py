@@ -1,0 +1,397 @@
+"""Accumulator and sequence bookkeeping, driven by hand: no sockets, no sender task."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from aiokproto.config import split_options
+from aiokproto.errors import KafkaConnectionError, KafkaTimeoutError, NotLeaderOrFollowerError
+from aiokproto.producer.accumulator import Accumulator
+from aiokproto.producer.batch import ProducerBatch, ProducerIdentity, increment_sequence
+from aiokproto.producer.delivery import BatchResult
+from aiokproto.producer.options import PRODUCER_OPTIONS, parse_producer_options
+from aiokproto.records import read_batches
+
+VALUE = b"v" * 100
+
+
+class Rig:
+    """An accumulator with a fake clock and leader table."""
+
+    def __init__(self, **options: Any) -> None:
+        options.setdefault("linger_ms", 10)
+        config, own = split_options(
+            {"bootstrap_servers": "x:1", **options}, PRODUCER_OPTIONS, "Producer"
+        )
+        self.options = parse_producer_options(config, own)
+        self.wakes = 0
+        self.releases = 0
+        self.loop = asyncio.get_running_loop()
+        self.acc = Accumulator(self.options, self.loop, self._wake, self._released)
+        self.leaders: dict[tuple[str, int], int] = {}
+        self.in_flight: dict[int, int] = {}
+
+    def _wake(self) -> None:
+        self.wakes += 1
+
+    def _released(self) -> None:
+        self.releases += 1
+
+    def send(self, partition: int = 0, value: bytes = VALUE, topic: str = "t") -> Any:
+        pq = self.acc.queue(topic, partition)
+        return self.acc.append(pq, 1_700_000_000_000, None, value, None, 16 + len(value))
+
+    def drain(self, after: float = 1.0, capacity: int | None = None) -> Any:
+        now = self.loop.time() + after
+        cap = self.options.max_in_flight if capacity is None else capacity
+        return self.acc.drain(
+            now, lambda t, p: self.leaders.get((t, p), 1), lambda node: cap
+        )
+
+
+def records(batch: ProducerBatch) -> list[bytes | None]:
+    assert batch.payload is not None
+    return [r.value for b in read_batches(bytes(batch.payload)) for r in b]
+
+
+async def test_records_fill_batches_up_to_batch_size() -> None:
+    rig = Rig(batch_size=1024, enable_idempotence=False, acks=1)
+    handles = [rig.send() for _ in range(20)]
+    queue = rig.acc.queue("t", 0)
+    assert len(queue.batches) == 3  # ~8 records of ~110 bytes per 1 KiB batch
+    assert all(b.builder.estimated_size <= 1024 for b in queue.batches)
+    assert [h._delta for h in handles[:3]] == [0, 1, 2]
+    # the first two are closed; the last one is still open for appends
+    assert [b.closed for b in queue.batches] == [True, True, False]
+
+
+async def test_oversized_record_gets_a_batch_of_its_own() -> None:
+    rig = Rig(batch_size=200, enable_idempotence=False, acks=1)
+    rig.send(value=b"a" * 50)
+    rig.send(value=b"b" * 1000)
+    rig.send(value=b"c" * 50)
+    counts = [b.record_count for b in rig.acc.queue("t", 0).batches]
+    assert counts == [1, 1, 1]
+
+
+async def test_linger_holds_the_open_batch_until_it_expires() -> None:
+    rig = Rig(linger_ms=50, enable_idempotence=False, acks=1)
+    rig.send()
+    early = rig.drain(after=0.0)
+    assert early.requests == []
+    batch = rig.acc.queue("t", 0).batches[0]
+    assert early.next_wake == pytest.approx(batch.created + 0.05)
+    late = rig.drain(after=0.06)
+    assert [(node, len(bs)) for node, bs in late.requests] == [(1, 1)]
+
+
+async def test_full_batches_go_without_waiting_for_linger() -> None:
+    rig = Rig(linger_ms=60_000, batch_size=1024, enable_idempotence=False, acks=1)
+    for _ in range(10):
+        rig.send()
+    plan = rig.drain(after=0.0)
+    sent = [b for _, bs in plan.requests for b in bs]
+    assert len(sent) == 1 and sent[0].closed  # the full one; the open one lingers
+
+
+async def test_flush_ignores_linger() -> None:
+    rig = Rig(linger_ms=60_000, enable_idempotence=False, acks=1)
+    rig.send()
+    rig.acc.flushing += 1
+    assert len(rig.drain(after=0.0).requests) == 1
+
+
+async def test_partitions_of_one_leader_share_a_request() -> None:
+    rig = Rig(enable_idempotence=False, acks=1)
+    rig.leaders = {("t", 0): 1, ("t", 1): 1, ("t", 2): 2}
+    for p in range(3):
+        rig.send(partition=p)
+    plan = rig.drain()
+    by_node = {node: sorted(b.partition for b in bs) for node, bs in plan.requests}
+    assert by_node == {1: [0, 1], 2: [2]}
+
+
+async def test_one_batch_per_partition_per_request_and_capacity_bounds_requests() -> None:
+    rig = Rig(batch_size=512, enable_idempotence=False, acks=1)
+    for _ in range(40):  # ~10 batches
+        rig.send()
+    plan = rig.drain(capacity=3)
+    assert len(plan.requests) == 3
+    assert all(len(bs) == 1 for _, bs in plan.requests)
+    orders = [bs[0].order for _, bs in plan.requests]
+    assert orders == sorted(orders)  # oldest first
+
+
+async def test_max_request_size_splits_a_round() -> None:
+    rig = Rig(batch_size=16384, max_request_size=20_000, enable_idempotence=False, acks=1)
+    for p in range(3):
+        for _ in range(120):  # ~13 KB per partition
+            rig.send(partition=p)
+    plan = rig.drain()
+    assert len(plan.requests) == 3 and all(len(bs) == 1 for _, bs in plan.requests)
+
+
+async def test_unknown_leader_is_reported_and_nothing_is_sent() -> None:
+    rig = Rig(enable_idempotence=False, acks=1)
+    rig.send()
+    plan = rig.acc.drain(rig.loop.time() + 1, lambda t, p: None, lambda n: 5)
+    assert plan.requests == [] and plan.leaderless
+
+
+async def test_buffer_memory_is_held_until_batches_finish() -> None:
+    rig = Rig(enable_idempotence=False, acks=1)
+    for _ in range(5):
+        rig.send()
+    held = rig.acc.used
+    assert held == 61 + 5 * (16 + 100)
+    (_node, (batch,)), = rig.drain().requests
+    rig.acc.complete(batch, BatchResult(40, -1, 0))
+    assert rig.acc.used == 0 and rig.releases == 1
+    assert batch.future.result() == BatchResult(40, -1, 0)
+
+
+async def test_handles_compute_offsets_from_the_batch_base() -> None:
+    rig = Rig(enable_idempotence=False, acks=1)
+    handles = [rig.send() for _ in range(3)]
+    (_, (batch,)), = rig.drain().requests
+    rig.acc.complete(batch, BatchResult(100, -1, 7))
+    metas = [await h for h in handles]
+    assert [m.offset for m in metas] == [100, 101, 102]
+    assert metas[0].timestamp == 1_700_000_000_000 and metas[0].timestamp_type == 0
+    assert metas[0].serialized_value_size == 100 and metas[0].serialized_key_size == -1
+    assert metas[0].log_start_offset == 7
+
+
+async def test_log_append_time_replaces_the_create_time() -> None:
+    rig = Rig(enable_idempotence=False, acks=1)
+    handle = rig.send()
+    (_, (batch,)), = rig.drain().requests
+    rig.acc.complete(batch, BatchResult(0, 1_800_000_000_000, 0))
+    meta = await handle
+    assert meta.timestamp == 1_800_000_000_000 and meta.timestamp_type == 1
+
+
+async def test_batches_expire_after_delivery_timeout() -> None:
+    rig = Rig(enable_idempotence=False, acks=1, delivery_timeout_ms=31_000)
+    handle = rig.send()
+    plan = rig.acc.drain(rig.loop.time() + 32, lambda t, p: None, lambda n: 5)
+    assert plan.requests == []
+    with pytest.raises(KafkaTimeoutError, match="delivery_timeout_ms"):
+        await handle
+    assert rig.acc.used == 0 and not rig.acc.incomplete
+
+
+async def test_retries_go_back_in_order_and_alone() -> None:
+    rig = Rig(batch_size=512, enable_idempotence=False, acks=1)
+    for _ in range(20):
+        rig.send()
+    first = [bs[0] for _, bs in rig.drain(capacity=2).requests]
+    assert len(first) == 2
+    error = NotLeaderOrFollowerError("test")
+    now = rig.loop.time()
+    rig.acc.retry(first[1], error, now)
+    rig.acc.retry(first[0], error, now)
+    queue = rig.acc.queue("t", 0)
+    assert list(queue.batches)[:2] == first  # put back in their original order
+    plan = rig.drain()
+    assert [bs[0] for _, bs in plan.requests] == [first[0]]  # a retry goes alone
+    rig.acc.complete(first[0], BatchResult(0, -1, 0))
+    assert [bs[0] for _, bs in rig.drain().requests] == [first[1]]
+
+
+async def test_a_retry_waits_until_nothing_else_is_in_flight() -> None:
+    rig = Rig(batch_size=512, enable_idempotence=False, acks=1)
+    for _ in range(20):
+        rig.send()
+    a, b = (bs[0] for _, bs in rig.drain(capacity=2).requests)
+    rig.acc.retry(a, KafkaConnectionError("x"), rig.loop.time())
+    assert rig.drain().requests == []  # b is still in flight
+    rig.acc.complete(b, BatchResult(5, -1, 0))
+    assert [bs[0] for _, bs in rig.drain().requests] == [a]
+
+
+async def test_retry_backoff_delays_the_batch() -> None:
+    rig = Rig(enable_idempotence=False, acks=1)
+    rig.send()
+    (_, (batch,)), = rig.drain().requests
+    now = rig.loop.time()
+    rig.acc.retry(batch, KafkaConnectionError("x"), now + 5)
+    plan = rig.acc.drain(now + 1, lambda t, p: 1, lambda n: 5)
+    assert plan.requests == [] and plan.next_wake == now + 5
+
+
+async def test_fail_all_fails_every_handle() -> None:
+    rig = Rig(enable_idempotence=False, acks=1)
+    handles = [rig.send(partition=p) for p in range(3)]
+    rig.drain()
+    rig.acc.fail_all(KafkaTimeoutError("stopped"))
+    for handle in handles:
+        with pytest.raises(KafkaTimeoutError, match="stopped"):
+            await handle
+    assert rig.acc.used == 0
+
+
+# -- idempotence ------------------------------------------------------------------
+
+
+def test_sequences_wrap_like_the_broker() -> None:
+    assert increment_sequence(5, 10) == 15
+    assert increment_sequence(2**31 - 1, 1) == 0
+    assert increment_sequence(2**31 - 5, 10) == 5
+
+
+async def test_sequences_are_assigned_per_partition_on_first_drain() -> None:
+    rig = Rig(batch_size=512)
+    rig.acc.set_identity(ProducerIdentity(42, 3))
+    for _ in range(12):
+        rig.send(partition=0)
+    rig.send(partition=1)
+    plan = rig.drain()
+    sent = [b for _, bs in plan.requests for b in bs]
+    p0 = [b for b in sent if b.partition == 0]
+    p1 = [b for b in sent if b.partition == 1]
+    assert p0[0].sequence == 0
+    assert p0[1].sequence == p0[0].record_count
+    assert p1[0].sequence == 0
+    batch = next(read_batches(bytes(p0[1].payload or b"")))
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (
+        42, 3, p0[0].record_count,
+    )
+
+
+async def test_a_retried_batch_keeps_its_sequence() -> None:
+    rig = Rig()
+    rig.acc.set_identity(ProducerIdentity(1, 0))
+    rig.send()
+    (_, (batch,)), = rig.drain().requests
+    rig.acc.retry(batch, KafkaConnectionError("x"), rig.loop.time())
+    (_, (again,)), = rig.drain().requests
+    assert again is batch and again.sequence == 0 and again.attempts == 2
+
+
+async def test_a_final_failure_resets_the_partition_under_a_new_epoch() -> None:
+    rig = Rig(batch_size=512)
+    rig.acc.set_identity(ProducerIdentity(1, 0))
+    for _ in range(8):
+        rig.send()
+    a, b = (bs[0] for _, bs in rig.drain(capacity=2).requests)
+    queue = rig.acc.queue("t", 0)
+    rig.acc.fail(a, KafkaTimeoutError("gone"))
+    assert queue.needs_reset
+    rig.acc.retry(b, KafkaConnectionError("x"), rig.loop.time())
+    plan = rig.drain()
+    assert plan.requests == [] and plan.reset_wanted  # waits for a new epoch
+    rig.acc.set_identity(ProducerIdentity(1, 1))
+    (_, (again,)), = rig.drain().requests
+    assert again is b and b.sequence == 0  # renumbered from 0 under the new epoch
+    parsed = next(read_batches(bytes(b.payload or b"")))
+    assert (parsed.producer_epoch, parsed.base_sequence) == (1, 0)
+    assert not queue.needs_reset
+
+
+async def test_partitions_adopt_a_new_identity_only_when_quiet() -> None:
+    rig = Rig(batch_size=512)
+    rig.acc.set_identity(ProducerIdentity(1, 0))
+    for _ in range(8):
+        rig.send()
+    (_, (first,)), = rig.drain(capacity=1).requests
+    rig.acc.set_identity(ProducerIdentity(9, 0))
+    (_, (second,)), = rig.drain(capacity=1).requests
+    # still numbered under the old identity: the first is in flight
+    assert second.sequence == first.record_count
+    rig.acc.complete(first, BatchResult(0, -1, 0))
+    rig.acc.complete(second, BatchResult(0, -1, 0))
+    for _ in range(4):
+        rig.send()
+    rig.acc.flushing += 1
+    (_, (third,)), = rig.drain(capacity=1).requests
+    assert third.sequence == 0 and rig.acc.queue("t", 0).identity == ProducerIdentity(9, 0)
+
+
+async def test_unresolved_tracks_the_oldest_open_sequence() -> None:
+    rig = Rig(batch_size=512)
+    rig.acc.set_identity(ProducerIdentity(1, 0))
+    for _ in range(12):
+        rig.send()
+    a, b, c = (bs[0] for _, bs in rig.drain(capacity=3).requests)
+    queue = rig.acc.queue("t", 0)
+    assert queue.is_first_unresolved(a) and not queue.is_first_unresolved(b)
+    rig.acc.complete(a, BatchResult(0, -1, 0))
+    assert queue.is_first_unresolved(b)
+    rig.acc.complete(c, BatchResult(20, -1, 0))
+    assert list(queue.unresolved) == [b]
+
+
+# -- properties ---------------------------------------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 2), st.integers(0, 600)),
+        st.tuples(st.just("append"), st.just(0), st.integers(300, 600)),
+        st.tuples(st.just("drain"), st.integers(1, 5), st.booleans()),
+        st.tuples(st.just("complete"), st.integers(0, 20)),
+        st.tuples(st.just("retry"), st.integers(0, 20)),
+        st.tuples(st.just("fail"), st.integers(0, 20)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=ops, idempotent=st.booleans())
+@example(
+    ops=[("append", 0, 600)] * 6 + [("drain", 2, True), ("retry", 0), ("drain", 5, True)],
+    idempotent=False,
+)
+async def test_random_operations_keep_the_invariants(ops: list[Any], idempotent: bool) -> None:
+    """Whatever happens: buffer memory equals what unfinished batches hold, in-flight
+    counts add up, and a batch only goes out when every older unresolved batch of its
+    partition is already out (so the broker never sees a sequence gap)."""
+    options = {"batch_size": 512} if idempotent else {
+        "batch_size": 512, "enable_idempotence": False, "acks": 1,
+    }
+    rig = Rig(**options)
+    rig.acc.set_identity(ProducerIdentity(1, 0))
+    in_flight: list[ProducerBatch] = []
+    for op in ops:
+        if op[0] == "append":
+            rig.send(partition=op[1], value=b"x" * op[2])
+        elif op[0] == "drain":
+            if op[2]:
+                rig.acc.flushing += 1
+            plan = rig.drain(capacity=op[1])
+            rig.acc.flushing -= op[2]
+            for _, batches in plan.requests:
+                for batch in batches:
+                    older = [
+                        b for b in batch.queue.batches if 0 <= b.order < batch.order
+                    ]
+                    assert not older, (batch, older)
+                    if batch.attempts > 1:  # a retry goes out alone
+                        assert not any(b.queue is batch.queue for b in in_flight)
+                    if idempotent:
+                        assert batch.sequence >= 0
+                    in_flight.append(batch)
+            if plan.reset_wanted:
+                pid, epoch = rig.acc.identity
+                rig.acc.set_identity(ProducerIdentity(pid, epoch + 1))
+        elif in_flight:
+            batch = in_flight.pop(op[1] % len(in_flight))
+            if op[0] == "complete":
+                rig.acc.complete(batch, BatchResult(0, -1, 0))
+            elif op[0] == "retry":
+                rig.acc.retry(batch, KafkaConnectionError("x"), rig.loop.time())
+            else:
+                rig.acc.fail(batch, KafkaTimeoutError("x"))
+        held = sum(b.charge for b in rig.acc.incomplete)
+        assert rig.acc.used == held
+        for pq in rig.acc._all:
+            assert pq.in_flight == sum(1 for b in in_flight if b.queue is pq)
+            assert pq.in_flight <= rig.options.max_in_flight
+    rig.acc.fail_all(KafkaTimeoutError("end"))
+    assert rig.acc.used == 0 and not rig.acc.incomplete

@@ -1,0 +1,258 @@
+"""Sender behaviour under scripted broker faults (tests/fake_broker.py, in addition to the
+real-broker tests): back-pressure, retries, KIP-951 hints, epoch bumps, expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from aiokproto.errors import KafkaTimeoutError, NotEnoughReplicasError
+from aiokproto.producer import Producer
+from aiokproto.protocol.messages.init_producer_id import InitProducerIdResponse
+from aiokproto.protocol.messages.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from aiokproto.protocol.messages.produce import (
+    ProduceResponse,
+    ProduceResponseLeaderIdAndEpoch,
+    ProduceResponsePartitionProduceResponse,
+    ProduceResponseTopicProduceResponse,
+)
+from aiokproto.records import read_batches
+from tests.fake_broker import FakeBroker, Received, Reply
+
+TOPIC = "t"
+TOPIC_ID = uuid.UUID(int=0x1234)
+FAST: dict[str, Any] = {
+    "retry_backoff_ms": 20,
+    "retry_backoff_max_ms": 100,
+    "default_api_timeout_ms": 5000,
+    "reconnect_backoff_ms": 20,
+}
+
+ProduceScript = Callable[[Received, int], Reply | None]
+
+
+class FakeCluster:
+    """One fake broker leading ``t[0]``; Produce answers come from ``on_produce``."""
+
+    def __init__(self, on_produce: ProduceScript | None = None) -> None:
+        self.on_produce = on_produce
+        self.produces: list[Received] = []
+        self.inits: list[Received] = []
+        self.epoch = 0
+        self.next_offset = 0
+        self.broker = FakeBroker(self.script)
+
+    async def __aenter__(self) -> FakeCluster:
+        await self.broker.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.broker.__aexit__(*exc)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    def script(self, rec: Received) -> Reply | None:
+        if rec.api_key == 3:
+            return Reply(response=self.metadata())
+        if rec.api_key == 22:
+            self.inits.append(rec)
+            response = InitProducerIdResponse(producer_id=77, producer_epoch=len(self.inits) - 1)
+            return Reply(response=response)
+        if rec.api_key == 0:
+            self.produces.append(rec)
+            if self.on_produce is not None:
+                reply = self.on_produce(rec, len(self.produces))
+                if reply is not None:
+                    return reply
+            return Reply(response=self.answer(rec, 0))
+        return None
+
+    def metadata(self) -> MetadataResponse:
+        b = self.broker
+        return MetadataResponse(
+            brokers=[MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port)],
+            cluster_id="fake",
+            controller_id=b.node_id,
+            topics=[
+                MetadataResponseTopic(
+                    name=TOPIC,
+                    topic_id=TOPIC_ID,
+                    partitions=[
+                        MetadataResponsePartition(
+                            partition_index=0,
+                            leader_id=b.node_id,
+                            leader_epoch=self.epoch,
+                            replica_nodes=[b.node_id],
+                            isr_nodes=[b.node_id],
+                        )
+                    ],
+                )
+            ],
+        )
+
+    def answer(self, rec: Received, error: int, **extra: Any) -> ProduceResponse:
+        part_data = rec.request.topic_data[0].partition_data[0]
+        count = sum(b.record_count for b in read_batches(bytes(part_data.records)))
+        base = self.next_offset if not error else -1
+        if not error:
+            self.next_offset += count
+        return ProduceResponse(
+            responses=[
+                ProduceResponseTopicProduceResponse(
+                    name=TOPIC,
+                    topic_id=TOPIC_ID,
+                    partition_responses=[
+                        ProduceResponsePartitionProduceResponse(
+                            index=0, error_code=error, base_offset=base, **extra
+                        )
+                    ],
+                )
+            ]
+        )
+
+
+def batches_of(rec: Received) -> list[Any]:
+    data = rec.request.topic_data[0].partition_data[0].records
+    return list(read_batches(bytes(data)))
+
+
+async def test_full_buffer_blocks_send_then_raises_after_max_block_ms() -> None:
+    async with FakeCluster(lambda rec, n: Reply("silent")) as fake:
+        p = Producer(
+            bootstrap_servers=fake.bootstrap,
+            buffer_memory=20_000,
+            max_block_ms=500,
+            batch_size=2048,
+            linger_ms=0,
+            acks=1,
+            **FAST,
+        )
+        await p.start()
+        try:
+            handles = []
+            began = time.monotonic()
+            with pytest.raises(KafkaTimeoutError, match=r"buffer_memory.*max_block_ms"):
+                for _ in range(1000):  # bounded: the buffer holds ~170 such records
+                    handles.append(await p.send(TOPIC, b"x" * 100))
+                    assert p._acc is not None and p._acc.used <= 20_000
+            assert 0.4 < time.monotonic() - began < 5
+            assert 100 < len(handles) < 200
+            assert len(fake.produces) <= 5  # in flight per connection, never more
+        finally:
+            await p.stop(timeout_ms=100)
+        for handle in handles:
+            with pytest.raises(KafkaTimeoutError, match="stopped"):
+                await handle
+
+
+async def test_retriable_error_then_success() -> None:
+    def script(rec: Received, n: int) -> Reply | None:
+        if n == 1:
+            return Reply(response=fake.answer(rec, NotEnoughReplicasError.errno))
+        return None
+
+    async with FakeCluster(script) as fake:
+        async with Producer(bootstrap_servers=fake.bootstrap, **FAST) as p:
+            meta = await p.send_and_wait(TOPIC, b"v")
+    assert meta.offset == 0 and len(fake.produces) == 2
+    first, second = (batches_of(r)[0] for r in fake.produces)
+    # same producer id, epoch and sequence on the retry: the broker can de-duplicate
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (77, 0, 0)
+    assert (second.producer_id, second.producer_epoch, second.base_sequence) == (77, 0, 0)
+
+
+async def test_not_leader_with_kip951_hint_is_retried_at_once() -> None:
+    def script(rec: Received, n: int) -> Reply | None:
+        if n == 1:
+            fake.epoch = 0  # metadata keeps answering the old epoch
+            hint = ProduceResponseLeaderIdAndEpoch(leader_id=1, leader_epoch=5)
+            return Reply(response=fake.answer(rec, 6, current_leader=hint))
+        return None
+
+    async with FakeCluster(script) as fake:
+        async with Producer(
+            bootstrap_servers=fake.bootstrap, **{**FAST, "retry_backoff_ms": 3000,
+                                                 "retry_backoff_max_ms": 3000}
+        ) as p:
+            began = time.monotonic()
+            meta = await p.send_and_wait(TOPIC, b"v")
+            assert time.monotonic() - began < 2.5  # no 3 s back-off: the hint was used
+            assert p._client is not None
+            assert p._client.metadata.snapshot.partition(TOPIC, 0).leader_epoch == 5  # type: ignore[union-attr]
+    assert meta.offset == 0 and len(fake.produces) == 2
+
+
+async def test_out_of_order_sequence_at_the_head_bumps_the_epoch() -> None:
+    def script(rec: Received, n: int) -> Reply | None:
+        if n == 1:
+            return Reply(response=fake.answer(rec, 45))  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        return None
+
+    async with FakeCluster(script) as fake:
+        async with Producer(bootstrap_servers=fake.bootstrap, **FAST) as p:
+            meta = await p.send_and_wait(TOPIC, b"v")
+    assert meta.offset == 0
+    # KIP-360: a second InitProducerId carrying the current id and epoch
+    assert len(fake.inits) == 2
+    assert fake.inits[0].request.producer_id == -1
+    assert (fake.inits[1].request.producer_id, fake.inits[1].request.producer_epoch) == (77, 0)
+    resent = batches_of(fake.produces[-1])[0]
+    assert (resent.producer_epoch, resent.base_sequence) == (1, 0)
+
+
+async def test_order_is_kept_when_a_pipelined_batch_fails() -> None:
+    """Batch 1 fails retriably while 2..n are in flight (they get OUT_OF_ORDER): all are
+    re-sent in sequence order and nothing is duplicated or reordered."""
+    state = {"failed": False}
+    written: list[bytes | None] = []
+
+    def script(rec: Received, n: int) -> Reply | None:
+        batch = batches_of(rec)[0]
+        if not state["failed"] and batch.base_sequence == 0:
+            state["failed"] = True
+            return Reply(response=fake.answer(rec, NotEnoughReplicasError.errno))
+        expected = fake.next_offset  # the broker's next sequence equals its offset here
+        if batch.base_sequence != expected:
+            return Reply(response=fake.answer(rec, 45))
+        written.extend(r.value for r in batch)
+        return None
+
+    async with FakeCluster(script) as fake:
+        async with Producer(
+            bootstrap_servers=fake.bootstrap, batch_size=256, linger_ms=0, **FAST
+        ) as p:
+            handles = [await p.send(TOPIC, f"{i:03d}".encode() * 10) for i in range(60)]
+            metas = [await h for h in handles]
+    assert [m.offset for m in metas] == list(range(60))
+    assert len(fake.inits) == 1  # no epoch bump was needed
+    assert written == [f"{i:03d}".encode() * 10 for i in range(60)]
+    assert len(fake.produces) > len({batches_of(r)[0].base_sequence for r in fake.produces})
+
+
+async def test_silent_broker_expires_records_after_delivery_timeout() -> None:
+    async with FakeCluster(lambda rec, n: Reply("silent")) as fake:
+        async with Producer(
+            bootstrap_servers=fake.bootstrap,
+            request_timeout_ms=300,
+            delivery_timeout_ms=1500,
+            linger_ms=0,
+            **FAST,
+        ) as p:
+            began = time.monotonic()
+            handle = await p.send(TOPIC, b"v")
+            with pytest.raises(KafkaTimeoutError, match="delivery_timeout_ms"):
+                await asyncio.wait_for(handle, 10)
+            assert time.monotonic() - began < 5
+            assert len(fake.produces) >= 2  # it was retried in between
