@@ -5,18 +5,32 @@ live in ``aiokproto.errors``.
 """
 
 from aiokproto.admin import Admin, AdminBatchError, NewPartitions, NewTopic, OffsetSpec
+from aiokproto.consumer import (
+    Consumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    OffsetAndTimestamp,
+)
 from aiokproto.errors import KafkaError
-from aiokproto.structs import TopicPartition
+from aiokproto.producer import Producer, RecordMetadata
+from aiokproto.structs import OffsetAndMetadata, TopicPartition
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Admin",
     "AdminBatchError",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
     "KafkaError",
     "NewPartitions",
     "NewTopic",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
     "OffsetSpec",
+    "Producer",
+    "RecordMetadata",
     "TopicPartition",
     "__version__",
 ]

@@ -10,10 +10,17 @@ import aiokproto.errors
 EXPECTED = {
     "Admin",
     "AdminBatchError",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
     "KafkaError",
     "NewPartitions",
     "NewTopic",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
     "OffsetSpec",
+    "Producer",
+    "RecordMetadata",
     "TopicPartition",
     "__version__",
 }

@@ -8,7 +8,7 @@ from the batch's base offset plus the record's offset delta.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aiokproto.errors import KafkaError
@@ -126,6 +126,15 @@ class DeliveryFuture:
         if self._batch is None:
             return self._error
         return self._batch.future.exception()
+
+    def add_done_callback(self, callback: Callable[[DeliveryFuture], object]) -> None:
+        """Call ``callback(handle)`` on the event loop once the record's fate is known
+        (delivery reports without a task per record)."""
+        batch = self._batch
+        if batch is None:
+            asyncio.get_running_loop().call_soon(callback, self)
+        else:
+            batch.future.add_done_callback(lambda _future: callback(self))
 
     def __repr__(self) -> str:
         if self._batch is None:

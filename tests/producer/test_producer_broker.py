@@ -17,7 +17,7 @@ from aiokproto.errors import (
     KafkaTimeoutError,
     RecordTooLargeError,
 )
-from aiokproto.producer import Producer, RecordMetadata
+from aiokproto.producer import DeliveryFuture, Producer, RecordMetadata
 from tests.producer.helpers import FAST, consume, create_topic
 
 ck = pytest.importorskip("confluent_kafka")
@@ -287,3 +287,19 @@ async def test_unknown_topic_without_auto_create_times_out_clearly(
         assert time.monotonic() - began < 10
         with pytest.raises(KafkaTimeoutError):
             await p.partitions_for(topic_name)
+
+
+async def test_delivery_callbacks_fire_once_per_record(kafka: Any, topic_name: str) -> None:
+    reports: list[RecordMetadata | BaseException] = []
+
+    def report(handle: DeliveryFuture) -> None:
+        error = handle.exception()
+        reports.append(error if error is not None else handle.result())
+
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers, linger_ms=1) as producer:
+        for i in range(50):
+            (await producer.send(topic_name, b"v%d" % i)).add_done_callback(report)
+        await producer.flush()
+        await asyncio.sleep(0)  # callbacks run on the loop right after the batch resolves
+    assert len(reports) == 50
+    assert [r.offset for r in reports if isinstance(r, RecordMetadata)] == list(range(50))
