@@ -1,0 +1,296 @@
+"""The PySpark Python Data Source ``aiokproto``: batch and streaming, read and write.
+
+Driver side: options are parsed when a reader or writer is made (bad options fail the
+query before any task starts); partitions are planned from list-offsets answers.
+Executor side: each input partition is one offset range of one Kafka partition, read
+by ``fetch.iter_range``; each write task sends its rows through one Producer.
+Everything Spark pickles (readers, writers, input partitions) holds only options and
+offsets, never a connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from aiokproto.errors import KafkaConfigError
+from aiokproto.spark import FORMAT, arrow
+from aiokproto.spark.fetch import drive, iter_range
+from aiokproto.spark.lookup import lookup
+from aiokproto.spark.offsets import offsets_from_json, offsets_to_json
+from aiokproto.spark.options import (
+    SinkOptions,
+    SourceOptions,
+    parse_sink_options,
+    parse_source_options,
+)
+from aiokproto.spark.planning import DataLoss, OffsetRange, clamp, resolve, split, stream_end
+from aiokproto.spark.sink import WriteResult, arrow_records, row_records, write_sync
+
+try:  # Spark 4.2+: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pragma: no cover - older Spark
+    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
+
+try:  # Spark 4.1+: writers that take Arrow batches instead of Rows
+    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+except ImportError:  # pragma: no cover - older Spark
+    DataSourceArrowWriter = DataSourceWriter  # type: ignore[misc,assignment]
+    DataSourceStreamArrowWriter = DataSourceStreamWriter  # type: ignore[misc,assignment]
+    ARROW_WRITES = False
+else:
+    ARROW_WRITES = True
+
+
+class RangePartition(InputPartition):
+    """One offset range; ``value`` is the ``OffsetRange``."""
+
+    def __init__(self, r: OffsetRange) -> None:
+        super().__init__(r)
+        self.range = r
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
+    r = partition.range if isinstance(partition, RangePartition) else None
+    if r is None:  # Spark hands an empty placeholder partition when there is no range
+        return
+    include = options.include_headers
+    yield from drive(
+        iter_range(
+            options.client,
+            r,
+            lambda t, p, recs: arrow.to_record_batch(t, p, recs, include),
+            fail_on_data_loss=options.fail_on_data_loss,
+            poll_timeout_ms=options.poll_timeout_ms,
+        )
+    )
+
+
+def _partitions(ranges: list[OffsetRange], options: SourceOptions) -> list[InputPartition]:
+    return [RangePartition(r) for r in split(ranges, options.min_partitions)]
+
+
+class KafkaBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        options.check_batch()
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self.options
+        bounds, (start_hits, end_hits) = lookup(
+            o.client, o.subscription, o.batch_starting, o.ending
+        )
+        start = resolve(
+            o.batch_starting, bounds, start_hits, ending=False, strategy=o.timestamp_strategy
+        )
+        end = resolve(o.ending, bounds, end_hits, ending=True)
+        loss = DataLoss(o.fail_on_data_loss)
+        ranges = clamp(start, end, bounds, loss)
+        loss.settle()
+        return _partitions(ranges, o)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are Spark's Kafka JSON (``{"topic": {"0": 42}}``), so is the checkpoint."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        options.check_streaming()
+        self.options = options
+        # Trigger.AvailableNow: the offsets that were latest when the query started.
+        self._target: dict[str, dict[str, int]] | None = None
+        # What latestOffset returned last; Spark < 4.2 calls it without a start.
+        self._last: dict[str, dict[str, int]] | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        o = self.options
+        bounds, (hits,) = lookup(o.client, o.subscription, o.stream_starting)
+        start = resolve(
+            o.stream_starting, bounds, hits, ending=False, strategy=o.timestamp_strategy
+        )
+        self._last = offsets_to_json(start)
+        return self._last
+
+    def getDefaultReadLimit(self) -> Any:
+        if ReadMaxRows is not None and self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable() if ReadAllAvailable is not None else None
+
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        o = self.options
+        if start is None:  # Spark < 4.2: no admission control, so apply the option here
+            start = self._last or self.initialOffset()
+            max_rows = o.max_offsets_per_trigger
+        else:
+            max_rows = (
+                limit.max_rows
+                if ReadMaxRows is not None and isinstance(limit, ReadMaxRows)
+                else None
+            )
+        bounds, _ = lookup(o.client, o.subscription)
+        end = stream_end(offsets_from_json(start, "the start offset"), bounds, max_rows)
+        if self._target is not None:
+            target = offsets_from_json(self._target, "the AvailableNow target")
+            # Partitions that appeared after the query started are not part of the target.
+            end = {tp: min(off, target[tp]) for tp, off in end.items() if tp in target}
+        self._last = offsets_to_json(end)
+        return self._last
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        bounds, _ = lookup(self.options.client, self.options.subscription)
+        return offsets_to_json(bounds.latest)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        bounds, _ = lookup(self.options.client, self.options.subscription)
+        self._target = offsets_to_json(bounds.latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        o = self.options
+        start_offsets = offsets_from_json(start, "the start offset")
+        end_offsets = offsets_from_json(end, "the end offset")
+        if start_offsets == end_offsets:
+            return []
+        bounds, _ = lookup(o.client, o.subscription)
+        loss = DataLoss(o.fail_on_data_loss)
+        ranges = clamp(start_offsets, end_offsets, bounds, loss)
+        loss.settle()
+        return _partitions(ranges, o)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: Spark's checkpoint is the only record of progress."""
+
+
+# -- sink ------------------------------------------------------------------------------
+
+
+def _is(dtype: DataType, *types: type[DataType]) -> bool:
+    return isinstance(dtype, types)
+
+
+def check_columns(schema: StructType, options: SinkOptions) -> None:
+    """The sink's column rules (Spark's Kafka sink's): fail on the driver, before writing."""
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise KafkaConfigError("the DataFrame needs a value column (string or binary)")
+    for name in ("value", "key"):
+        if name in fields and not _is(fields[name], StringType, BinaryType):
+            raise KafkaConfigError(
+                f"column {name} must be string or binary, not {fields[name].simpleString()}"
+            )
+    if "topic" in fields and not _is(fields["topic"], StringType):
+        raise KafkaConfigError(f"column topic must be string, not {fields['topic'].simpleString()}")
+    if "topic" not in fields and options.topic is None:
+        raise KafkaConfigError("give the topic option or a topic column (string)")
+    if "partition" in fields and not _is(fields["partition"], IntegerType):
+        raise KafkaConfigError(
+            f"column partition must be int, not {fields['partition'].simpleString()}"
+        )
+    if "headers" in fields:
+        h = fields["headers"]
+        ok = (
+            isinstance(h, ArrayType)
+            and isinstance(h.elementType, StructType)
+            and [(f.name, type(f.dataType)) for f in h.elementType.fields]
+            == [("key", StringType), ("value", BinaryType)]
+        )
+        if not ok:
+            raise KafkaConfigError(
+                "column headers must be array<struct<key: string, value: binary>>, "
+                f"not {h.simpleString()}"
+            )
+
+
+class _Written(WriterCommitMessage):
+    def __init__(self, result: WriteResult) -> None:
+        self.records = result.records
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        records = (
+            (rec for batch in iterator for rec in arrow_records(batch))
+            if ARROW_WRITES
+            else row_records(iterator)
+        )
+        return _Written(write_sync(self.options.client, self.options.topic, records))
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        records = (
+            (rec for batch in iterator for rec in arrow_records(batch))
+            if ARROW_WRITES
+            else row_records(iterator)
+        )
+        return _Written(write_sync(self.options.client, self.options.topic, records))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Records were acknowledged by the tasks themselves; nothing left to do."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Sent records cannot be taken back (at-least-once); Spark retries the batch."""
+
+
+class KafkaDataSource(DataSource):
+    """Register with ``spark.dataSource.register(KafkaDataSource)``; format ``"aiokproto"``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        value = str(self.options.get("includeheaders", "false")).strip().lower()
+        return arrow.DDL_WITH_HEADERS if value == "true" else arrow.DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(parse_source_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(parse_source_options(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        options = parse_sink_options(self.options)
+        check_columns(schema, options)
+        return KafkaBatchWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        options = parse_sink_options(self.options)
+        check_columns(schema, options)
+        return KafkaStreamWriter(options)

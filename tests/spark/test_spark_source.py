@@ -1,0 +1,163 @@
+"""The source on a local[2] SparkSession against the real broker: batch and streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiokproto.admin import Admin
+from aiokproto.structs import TopicPartition
+from tests.spark.helpers import create_topic, produce
+
+N = 3000
+
+
+def reader(spark: Any, bootstrap: str, **options: str) -> Any:
+    r = spark.read.format("aiokproto").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def stream(spark: Any, bootstrap: str, **options: str) -> Any:
+    r = spark.readStream.format("aiokproto").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def test_batch_read_equals_what_was_produced(spark: Any, bootstrap: str, topic_name: str) -> None:
+    create_topic(bootstrap, topic_name, partitions=3)
+    sent = [(f"k{i}".encode(), f"value-{i}".encode() * 3, i % 3) for i in range(N)]
+    produce(bootstrap, topic_name, sent, headers=[("source", b"test"), ("n", b"1")])
+
+    df = reader(spark, bootstrap, subscribe=topic_name, includeHeaders="true", minPartitions="7")
+    assert df.columns == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
+    assert df.rdd.getNumPartitions() >= 7  # big partitions split into offset ranges
+    rows = df.collect()
+    assert len(rows) == N
+    assert sorted((r.key, r.value, r.partition) for r in rows) == sorted(
+        (k, v, p) for k, v, p in sent
+    )
+    per_partition: dict[int, list[int]] = {}
+    for r in rows:
+        per_partition.setdefault(r.partition, []).append(r.offset)
+        assert r.topic == topic_name and r.timestampType == 0
+        assert [(h.key, bytes(h.value)) for h in r.headers] == [("source", b"test"), ("n", b"1")]
+    assert {p: sorted(o) for p, o in per_partition.items()} == {
+        p: list(range(N // 3)) for p in range(3)
+    }
+    # aggregation through Spark works on the DataFrame like on Spark's own source
+    counts = dict(df.groupBy("partition").count().collect())
+    assert counts == {0: N // 3, 1: N // 3, 2: N // 3}
+
+
+def test_batch_offsets_json_pattern_and_assign(spark: Any, bootstrap: str, topic_name: str) -> None:
+    create_topic(bootstrap, topic_name, partitions=2)
+    produce(bootstrap, topic_name, [(None, b"%d" % i, i % 2) for i in range(40)])
+
+    ranged = reader(
+        spark,
+        bootstrap,
+        subscribePattern=f"{topic_name}.*",
+        startingOffsets=json.dumps({topic_name: {"0": 5, "1": -2}}),
+        endingOffsets=json.dumps({topic_name: {"0": 15, "1": -1}}),
+    )
+    got = sorted((r.partition, r.offset) for r in ranged.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(5, 15)] + [(1, o) for o in range(20)]
+
+    assigned = reader(spark, bootstrap, assign=json.dumps({topic_name: [1]}))
+    assert assigned.count() == 20
+    assert {r.partition for r in assigned.select("partition").collect()} == {1}
+
+
+def test_batch_starting_timestamp(spark: Any, bootstrap: str, topic_name: str) -> None:
+    create_topic(bootstrap, topic_name)
+    produce(bootstrap, topic_name, [(None, b"old", None)] * 5, timestamp_ms=1_600_000_000_000)
+    produce(bootstrap, topic_name, [(None, b"new", None)] * 3, timestamp_ms=1_700_000_000_000)
+    df = reader(spark, bootstrap, subscribe=topic_name, startingTimestamp="1650000000000")
+    assert [bytes(r.value) for r in df.select("value").collect()] == [b"new"] * 3
+    with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy"):
+        reader(spark, bootstrap, subscribe=topic_name, startingTimestamp="1800000000000").count()
+
+
+def test_batch_fail_on_data_loss(spark: Any, bootstrap: str, topic_name: str) -> None:
+    create_topic(bootstrap, topic_name)
+    produce(bootstrap, topic_name, [(None, b"%d" % i, None) for i in range(10)])
+
+    async def delete() -> None:
+        async with Admin(bootstrap_servers=bootstrap) as admin:
+            await admin.delete_records({TopicPartition(topic_name, 0): 6})
+
+    asyncio.run(delete())
+    start = json.dumps({topic_name: {"0": 0}})
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        reader(spark, bootstrap, subscribe=topic_name, startingOffsets=start).count()
+    lenient = reader(
+        spark, bootstrap, subscribe=topic_name, startingOffsets=start, failOnDataLoss="false"
+    )
+    assert sorted(r.offset for r in lenient.select("offset").collect()) == [6, 7, 8, 9]
+
+
+def test_bad_options_fail_before_reading(spark: Any, bootstrap: str) -> None:
+    with pytest.raises(Exception, match="exactly one of the options subscribe"):
+        reader(spark, bootstrap).count()
+    with pytest.raises(Exception, match=r"kafka\.fetch\.max\.bytez"):
+        reader(spark, bootstrap, subscribe="t", **{"kafka.fetch.max.bytez": "1"}).count()
+
+
+def test_stream_read_in_batches_and_restart(
+    spark: Any, bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(bootstrap, topic_name, partitions=2)
+    produce(bootstrap, topic_name, [(None, b"%d" % i, i % 2) for i in range(100)])
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def run() -> list[list[tuple[int, int]]]:
+        batches: list[list[tuple[int, int]]] = []
+
+        def each(batch_df: Any, _batch_id: int) -> None:
+            rows = batch_df.select("partition", "offset").collect()
+            batches.append(sorted((r.partition, r.offset) for r in rows))
+
+        query = (
+            stream(
+                spark,
+                bootstrap,
+                subscribe=topic_name,
+                startingOffsets="earliest",
+                maxOffsetsPerTrigger="30",
+            )
+            .writeStream.foreachBatch(each)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180), "the AvailableNow query did not finish"
+        assert query.exception() is None
+        return [b for b in batches if b]
+
+    first = run()
+    assert [len(b) for b in first] == [30, 30, 30, 10]
+    seen = [x for b in first for x in b]
+    assert sorted(seen) == sorted((i % 2, i // 2) for i in range(100))
+
+    # a restart resumes from the checkpoint: only the new records
+    produce(bootstrap, topic_name, [(None, b"more", i % 2) for i in range(10)])
+    second = run()
+    assert sorted(x for b in second for x in b) == sorted(
+        (p, o) for p in (0, 1) for o in (50, 51, 52, 53, 54)
+    )
