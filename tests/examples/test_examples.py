@@ -45,3 +45,10 @@ def test_ingest_service_load(kafka: Any) -> None:
         port = probe.getsockname()[1]
     out = run_example(kafka, "examples/ingest_service.py", "--load", "2000", "--port", str(port))
     assert "2000" in out
+
+
+@pytest.mark.slow
+def test_spark_pipeline(kafka: Any) -> None:
+    pytest.importorskip("pyspark")
+    out = run_example(kafka, "examples/spark_pipeline.py", timeout=400)
+    assert "totals match the events that were sent" in out
