@@ -1,0 +1,32 @@
+"""Consumer groups (classic protocol): assignors, the embedded consumer protocol, the
+pure membership state machine and the coordinator task that drives it."""
+
+from aiokproto.consumer.group.assignors import (
+    Assignor,
+    CooperativeStickyAssignor,
+    GroupMember,
+    RangeAssignor,
+    RebalanceProtocol,
+    RoundRobinAssignor,
+    StickyAssignor,
+)
+from aiokproto.consumer.group.config import GROUP_OPTIONS, GroupConfig
+from aiokproto.consumer.group.coordinator import GroupCoordinator
+from aiokproto.consumer.group.errors import CommitFailedError
+from aiokproto.consumer.group.protocol import Assignment, Subscription
+
+__all__ = [
+    "GROUP_OPTIONS",
+    "Assignment",
+    "Assignor",
+    "CommitFailedError",
+    "CooperativeStickyAssignor",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupMember",
+    "RangeAssignor",
+    "RebalanceProtocol",
+    "RoundRobinAssignor",
+    "StickyAssignor",
+    "Subscription",
+]

@@ -1,0 +1,89 @@
+"""Consumer group options (Java's names in snake_case), validated at construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from aiokproto.errors import KafkaConfigError
+
+if TYPE_CHECKING:
+    from aiokproto.consumer.group.assignors import Assignor
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """How a consumer takes part in a group (classic protocol)."""
+
+    group_id: str
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    rebalance_timeout_ms: int | None = None
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
+    partition_assignment_strategy: tuple[Assignor | str, ...] = ("range", "cooperative-sticky")
+    exclude_internal_topics: bool = True
+    client_rack: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.group_id, str) or not self.group_id:
+            raise KafkaConfigError("group_id must be a non-empty string")
+        if self.group_instance_id is not None and (
+            not isinstance(self.group_instance_id, str) or not self.group_instance_id
+        ):
+            raise KafkaConfigError("group_instance_id must be a non-empty string or None")
+        for name in (
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "max_poll_interval_ms",
+            "auto_commit_interval_ms",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise KafkaConfigError(f"{name} must be a positive integer, got {value!r}")
+        rebalance = self.rebalance_timeout_ms
+        if rebalance is not None and (
+            isinstance(rebalance, bool) or not isinstance(rebalance, int) or rebalance <= 0
+        ):
+            raise KafkaConfigError(
+                f"rebalance_timeout_ms must be a positive integer or None, got {rebalance!r}"
+            )
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise KafkaConfigError(
+                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session_timeout_ms ({self.session_timeout_ms}); a third of it is usual"
+            )
+        for name in ("enable_auto_commit", "exclude_internal_topics"):
+            if not isinstance(getattr(self, name), bool):
+                raise KafkaConfigError(f"{name} must be True or False")
+        if self.client_rack is not None and not isinstance(self.client_rack, str):
+            raise KafkaConfigError("client_rack must be a string or None")
+        strategy = self.partition_assignment_strategy
+        if isinstance(strategy, str):
+            # A single name (Java takes a comma-separated list).
+            strategy = tuple(s.strip() for s in strategy.split(",") if s.strip())
+        elif not isinstance(strategy, tuple):
+            try:
+                strategy = tuple(strategy)
+            except TypeError:
+                raise KafkaConfigError(
+                    "partition_assignment_strategy must be assignor names or Assignor objects"
+                ) from None
+        object.__setattr__(self, "partition_assignment_strategy", strategy)
+        # Resolving checks names and types now, not on the group task.
+        from aiokproto.consumer.group.assignors import resolve_assignors
+
+        resolve_assignors(strategy)
+
+    @property
+    def effective_rebalance_timeout_ms(self) -> int:
+        """The rebalance timeout sent in JoinGroup (max_poll_interval_ms by default)."""
+        if self.rebalance_timeout_ms is not None:
+            return self.rebalance_timeout_ms
+        return self.max_poll_interval_ms
+
+
+#: The option names the Consumer passes to ``GroupConfig`` (split from its kwargs).
+GROUP_OPTIONS: frozenset[str] = frozenset(f.name for f in fields(GroupConfig))

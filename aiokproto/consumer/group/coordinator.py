@@ -1,0 +1,877 @@
+"""The group coordinator task: membership of one consumer in one classic group.
+
+Three tasks, all owned here and stopped by ``close()``:
+
+- the group task feeds inputs to the state machine (``state.py``) one at a time and
+  performs the effects it returns, in order: JoinGroup, SyncGroup (running the
+  assignor when this member leads), the rebalance listener, the commit before a
+  revoke, LeaveGroup. JoinGroup/SyncGroup answers are fed back at once, so there is
+  never more than one of them in flight;
+- the heartbeat loop, which sends heartbeats while the member is stable (on the
+  "group" connection, so a long fetch never delays one) and reports trouble;
+- the watch loop (every half second): max_poll_interval_ms, pattern matches,
+  partition-count changes seen by the leader, periodic auto-commit.
+
+Heartbeat and commit answers are tagged with the generation they were sent in and
+dropped if the member has moved on since.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from aiokproto.cluster.backoff import Backoff
+from aiokproto.cluster.client import ClusterClient
+from aiokproto.consumer.group.assignors import (
+    Assignor,
+    RebalanceProtocol,
+    rebalance_protocol,
+    resolve_assignors,
+)
+from aiokproto.consumer.group.committer import GroupOffsets, names
+from aiokproto.consumer.group.config import GroupConfig
+from aiokproto.consumer.group.errors import CommitFailedError
+from aiokproto.consumer.group.leader import (
+    JoinedMember,
+    decode_members,
+    perform_assignment,
+    subscribed_topics,
+)
+from aiokproto.consumer.group.outcomes import (
+    COORDINATOR_ERRORS,
+    ILLEGAL_GENERATION,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    join_input,
+    member_input,
+    sync_input,
+)
+from aiokproto.consumer.group.protocol import decode_assignment
+from aiokproto.consumer.group.requests import (
+    describe_error,
+    heartbeat_request,
+    join_request,
+    leave_request,
+    sync_request,
+)
+from aiokproto.consumer.group.state import Effect, EffectKind, GroupMachine, Input, State
+from aiokproto.consumer.subscription import SubscriptionState
+from aiokproto.errors import (
+    FencedInstanceIdError,
+    IllegalStateError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    for_code,
+)
+from aiokproto.protocol.messages.join_group import (
+    JoinGroupResponse,
+)
+from aiokproto.protocol.messages.leave_group import (
+    LeaveGroupRequest,
+)
+from aiokproto.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+_TICK_S = 0.5
+_CLOSE_TIMEOUT_MS = 30_000
+
+
+@dataclass(slots=True)
+class _Answer:
+    """An input for the machine, with what it carries."""
+
+    input: Input
+    member_id: str | None = None
+    generation: int | None = None
+    assignment: tuple[TopicPartition, ...] | None = None
+    error: BaseException | None = None
+    tag: int | None = None  # generation it belongs to; None: always current
+    done: asyncio.Future[None] | None = None  # resolved once the group task handled it
+    seq: int = 0  # JOIN_NEEDED: numbered, so a join sent later answers it too
+
+
+class GroupCoordinator:
+    """Owns the group task: FindCoordinator, Join/Sync, heartbeats, auto-commit, leave.
+
+    An async context manager (also ``start()`` / ``close()``).
+    """
+
+    def __init__(
+        self, client: ClusterClient, subscription: SubscriptionState, config: GroupConfig
+    ) -> None:
+        self._client = client
+        self._sub = subscription
+        self.config = config
+        self._assignors: tuple[Assignor, ...] = resolve_assignors(
+            config.partition_assignment_strategy
+        )
+        self._protocol = rebalance_protocol(self._assignors)
+        self._offsets = GroupOffsets(client, config.group_id, config.group_instance_id)
+        self._machine = GroupMachine(cooperative=self._protocol is RebalanceProtocol.COOPERATIVE)
+        self._inputs: asyncio.Queue[_Answer] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._changed = asyncio.Event()
+        self._fatal: BaseException | None = None
+        self._errors: list[BaseException] = []
+        self._started = False
+        self._closed = False
+        self._last_poll = 0.0
+        self._poll_expired = False
+        self._join_queued = False
+        self._join_seq = 0  # JOIN_NEEDED inputs posted
+        self._join_seq_sent = 0  # ... of which a JoinGroup sent since covers this many
+        self._joined_version = -1
+        self._join: JoinGroupResponse | None = None  # the last successful answer
+        self._leader_counts: dict[str, int] | None = None
+        #: how many times this member ran the assignor as the group's leader
+        self.assignments_led = 0
+        self._tracked: frozenset[str] = frozenset()
+        self._all_topics = False
+        cc = client.config
+        self._backoff = Backoff(cc.retry_backoff_ms, cc.retry_backoff_max_ms)
+        self._next_auto_commit = 0.0
+        self._last_auto_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> GroupCoordinator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the tasks; joining happens in the background."""
+        if self._started:
+            return
+        if self._closed:
+            raise IllegalStateError("the group coordinator is closed")
+        self._started = True
+        loop = asyncio.get_running_loop()
+        self._last_poll = loop.time()
+        self._next_auto_commit = loop.time() + self.config.auto_commit_interval_ms / 1000
+        gid = self.config.group_id
+        self._tasks = [
+            loop.create_task(self._run(), name=f"aiokproto-group-{gid}"),
+            loop.create_task(self._heartbeats(), name=f"aiokproto-heartbeat-{gid}"),
+            loop.create_task(self._watch(), name=f"aiokproto-group-watch-{gid}"),
+        ]
+        if self._sub.in_group:
+            self.request_rejoin()
+
+    async def close(self, *, timeout_ms: int | None = None) -> None:
+        """Final auto-commit, ``on_partitions_revoked``, LeaveGroup (dynamic members
+        only), then stop; all within ``timeout_ms`` (30 s by default)."""
+        if self._closed:
+            return
+        self._closed = True
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        timeout = (timeout_ms if timeout_ms is not None else _CLOSE_TIMEOUT_MS) / 1000
+        try:
+            if self._started:
+                async with asyncio.timeout(timeout):
+                    await self._process(_Answer(Input.CLOSE))
+        except TimeoutError:
+            log.warning(
+                "group %r: leaving did not finish within %.1f s", self.config.group_id, timeout
+            )
+        except KafkaError as exc:
+            log.warning("group %r: leaving failed: %s", self.config.group_id, exc)
+        finally:
+            self._set_tracked(frozenset())
+            if self._all_topics:
+                self._client.metadata.want_all_topics(False)
+                self._all_topics = False
+            self._notify()
+
+    # -- what the consumer calls -------------------------------------------------------
+
+    @property
+    def member_id(self) -> str:
+        return self._machine.member_id
+
+    @property
+    def generation_id(self) -> int:
+        return self._machine.generation
+
+    @property
+    def state(self) -> State:
+        return self._machine.state
+
+    @property
+    def rebalance_protocol(self) -> RebalanceProtocol:
+        return self._protocol
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this member leads (runs the assignor for) its generation."""
+        join = self._join
+        return (
+            join is not None
+            and self._machine.generation_valid
+            and join.generation_id == self._machine.generation
+            and join.leader == join.member_id
+        )
+
+    def notify_poll(self) -> None:
+        """The consumer polled: reset the max_poll_interval_ms clock (and rejoin if
+        the member left because it had not polled)."""
+        self._last_poll = asyncio.get_running_loop().time()
+        if self._poll_expired:
+            self._poll_expired = False
+            if self._sub.in_group and not self._closed:
+                log.info(
+                    "group %r: polling again after a poll timeout; rejoining", self.config.group_id
+                )
+                self._post_join()
+
+    def request_rejoin(self) -> None:
+        """The subscription changed: rejoin (or leave when no longer subscribed)."""
+        if self._closed:
+            return
+        if self._sub.in_group:
+            self._post_join(force=True)
+        else:
+            self._post(_Answer(Input.UNSUBSCRIBED))
+
+    async def wait_for_assignment(self, timeout_s: float) -> bool:
+        """True once the member is stable with an assignment for the current subscription."""
+        if not self._sub.in_group:
+            return True
+        m = self._machine
+
+        def settled() -> bool:
+            if m.state in (State.FAILED, State.CLOSED):
+                return True
+            return m.state is State.STABLE and self._joined_version == self._sub.version
+
+        await self._until(settled, timeout_s)
+        return m.state is State.STABLE and self._joined_version == self._sub.version
+
+    def raise_if_failed(self) -> None:
+        """Raise (once) a fatal group error or a rebalance listener's exception."""
+        if self._errors:
+            raise self._errors.pop(0)
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit ``offsets`` (default: every consumed position) synchronously.
+
+        Coordinator moves and retriable errors are retried within the timeout
+        (``default_api_timeout_ms``). If the group rebalances meanwhile, the commit
+        waits for it and is sent again in the new generation when this member still
+        owns every partition and lost none of them in between; otherwise it raises
+        ``CommitFailedError``.
+        """
+        if offsets is None:
+            offsets = self._sub.all_consumed()
+        offsets = dict(offsets)
+        if not offsets:
+            return
+        loop = asyncio.get_running_loop()
+        timeout = self._timeout_s(timeout_ms)
+        deadline = loop.time() + timeout
+        m = self._machine
+        losses = {tp: m.loss_count.get(tp, 0) for tp in offsets}
+        backoff = self._offsets.backoff()
+        last: BaseException | None = None
+        while True:
+            self._check_usable()
+            if self._sub.in_group:
+                if m.state is State.UNJOINED and not self._join_queued:
+                    raise CommitFailedError(
+                        f"commit failed: this consumer is not a member of group "
+                        f"{self.config.group_id!r} now (it left after max_poll_interval_ms "
+                        "without a poll, or has not joined); poll to rejoin"
+                    )
+                await self._until_stable(deadline, "commit")
+                moved = sorted(
+                    tp
+                    for tp in offsets
+                    if tp not in m.owned or m.loss_count.get(tp, 0) != losses[tp]
+                )
+                if moved:
+                    raise CommitFailedError(
+                        f"commit failed: {names(moved)} are not assigned to this member of "
+                        f"group {self.config.group_id!r} (the group rebalanced and they moved "
+                        "or were lost, or they never were); records after the last committed "
+                        "offset may be consumed again"
+                    )
+                generation, member_id = m.generation, m.member_id
+            else:
+                generation, member_id = -1, ""
+            try:
+                codes = await self._offsets.commit_once(offsets, generation, member_id, deadline)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                self._forget_coordinator()
+                codes, last = {}, exc
+            else:
+                failed = {tp: c for tp, c in codes.items() if c}
+                if not failed and codes:
+                    return
+                last = None
+                for code in set(failed.values()):
+                    inp = member_input(code)
+                    if inp is Input.FATAL:
+                        error = describe_error(code, "OffsetCommit", self.config)
+                        if code == FencedInstanceIdError.errno:
+                            self._post(_Answer(Input.FATAL, error=error, tag=generation))
+                        raise error
+                    if code in (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                        if not self._sub.in_group:
+                            raise CommitFailedError(
+                                f"commit failed: group {self.config.group_id!r} has active "
+                                "members, and this consumer is not one of them (manual "
+                                "assignment); only a member can commit while it is active"
+                            )
+                        assert inp is not None
+                        self._post(_Answer(inp, tag=generation))
+                        # wait until the group task has taken the answer in
+                        sent_in = generation
+
+                        def taken_in(g: int = sent_in) -> bool:
+                            return m.state is not State.STABLE or m.generation != g
+
+                        await self._until(taken_in, max(0.0, deadline - loop.time()))
+                    elif code in COORDINATOR_ERRORS:
+                        self._forget_coordinator()
+                    last = for_code(code)(f"OffsetCommit for group {self.config.group_id!r}")
+            backoff.failed(loop.time())
+            wait = backoff.delay_s()
+            if loop.time() + wait >= deadline:
+                raise KafkaTimeoutError(
+                    f"commit to group {self.config.group_id!r} did not succeed within "
+                    f"{timeout:.1f} s" + (f"; last error: {last}" if last else "")
+                )
+            await asyncio.sleep(wait)
+
+    async def fetch_committed(
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        return await self._offsets.fetch(partitions, self._timeout_s(timeout_ms))
+
+    async def unsubscribe(self) -> None:
+        """Leave the group now (commit, revoke, LeaveGroup) and wait for it.
+
+        Call before ``SubscriptionState.unsubscribe()`` so the final auto-commit still
+        sees the positions; ``request_rejoin()`` afterwards is then a no-op.
+        """
+        if self._closed or not self._started:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._post(_Answer(Input.UNSUBSCRIBED, done=done))
+        await asyncio.shield(done)
+
+    # -- internals: queue and waiting ---------------------------------------------------
+
+    def _post(self, answer: _Answer) -> None:
+        if answer.input is Input.JOIN_NEEDED:
+            self._join_queued = True
+            self._join_seq += 1
+            answer.seq = self._join_seq
+        self._inputs.put_nowait(answer)
+
+    def _post_join(self, *, force: bool = False) -> None:
+        # One queued JOIN_NEEDED is enough unless the subscription itself changed.
+        if force or not self._join_queued:
+            self._post(_Answer(Input.JOIN_NEEDED))
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def _until(self, predicate: Callable[[], bool], timeout_s: float | None = None) -> bool:
+        """Wait until ``predicate()`` holds (re-checked at every state change)."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not predicate():
+                    await self._changed.wait()
+        except TimeoutError:
+            return predicate()
+        return True
+
+    async def _until_stable(self, deadline: float, what: str) -> None:
+        m = self._machine
+        left = deadline - asyncio.get_running_loop().time()
+        if m.state is not State.STABLE:
+            await self._until(
+                lambda: m.state in (State.STABLE, State.FAILED, State.CLOSED), max(0.0, left)
+            )
+        self._check_usable()
+        if m.state is not State.STABLE:
+            raise KafkaTimeoutError(
+                f"{what}: group {self.config.group_id!r} did not finish rebalancing in time "
+                f"(state {m.state.value})"
+            )
+
+    def _check_usable(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self._closed:
+            raise IllegalStateError("the group coordinator is closed")
+
+    def _timeout_s(self, timeout_ms: int | None) -> float:
+        ms = timeout_ms if timeout_ms is not None else self._client.config.default_api_timeout_ms
+        return ms / 1000
+
+    # -- the group task ----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            answer = await self._inputs.get()
+            if answer.input is Input.JOIN_NEEDED:
+                self._join_queued = False
+            # dropped: answers about a generation this member has left, and join
+            # requests that a JoinGroup sent after them already carried out
+            stale = (answer.tag is not None and answer.tag != self._machine.generation) or (
+                answer.input is Input.JOIN_NEEDED
+                and answer.seq <= self._join_seq_sent
+                and self._machine.state is State.STABLE
+            )
+            try:
+                if not stale:
+                    await self._process(answer)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug or an unexpected answer: surface it
+                log.exception("group %r: the group task failed", self.config.group_id)
+                error = (
+                    exc
+                    if isinstance(exc, KafkaError)
+                    else KafkaError(f"group task failed: {exc!r}")
+                )
+                try:
+                    await self._process(_Answer(Input.FATAL, error=error))
+                except Exception:
+                    log.exception("group %r: failing the group failed", self.config.group_id)
+                    self._fatal = error
+                    self._errors.append(error)
+            finally:
+                if answer.done is not None and not answer.done.done():
+                    answer.done.set_result(None)
+
+    async def _process(self, first: _Answer) -> None:
+        queue = [first]
+        while queue:
+            answer = queue.pop(0)
+            if answer.input is Input.FATAL:
+                self._fatal = answer.error or KafkaError("fatal group error")
+            before = self._machine.state
+            effects = self._machine.feed(
+                answer.input,
+                member_id=answer.member_id,
+                generation=answer.generation,
+                assignment=answer.assignment,
+            )
+            if before is State.FAILED and self._machine.state is not State.FAILED:
+                self._fatal = None  # a new subscription starts over
+            self._notify()
+            for effect in effects:
+                follow = await self._perform(effect)
+                if follow is not None:
+                    queue.append(follow)
+            self._notify()
+
+    async def _perform(self, effect: Effect) -> _Answer | None:
+        kind = effect.kind
+        if kind is EffectKind.REVOKE:
+            await self._commit_before_revoke(effect)
+            await self._call_listener("on_partitions_revoked", effect.partitions)
+        elif kind is EffectKind.LOSE:
+            log.info("group %r: lost %s", self.config.group_id, names(sorted(effect.partitions)))
+            await self._call_listener("on_partitions_lost", effect.partitions)
+        elif kind is EffectKind.SET_ASSIGNMENT:
+            self._sub.set_group_assignment(effect.partitions)
+        elif kind is EffectKind.ASSIGNED:
+            await self._call_listener("on_partitions_assigned", effect.partitions)
+        elif kind is EffectKind.SEND_JOIN:
+            return await self._join_group()
+        elif kind is EffectKind.SEND_SYNC:
+            return await self._sync_group()
+        elif kind is EffectKind.SEND_LEAVE:
+            await self._leave_group(effect.member_id)
+        elif kind is EffectKind.FIND_COORDINATOR:
+            self._forget_coordinator()
+        elif kind is EffectKind.BACKOFF:
+            loop = asyncio.get_running_loop()
+            self._backoff.failed(loop.time())
+            await asyncio.sleep(max(0.0, self._backoff.not_before - loop.time()))
+        elif kind is EffectKind.FAIL:
+            error = self._fatal or KafkaError("fatal group error")
+            log.error("group %r: %s", self.config.group_id, error)
+            self._errors.append(error)
+        return None
+
+    async def _call_listener(self, name: str, partitions: frozenset[TopicPartition]) -> None:
+        listener = self._sub.listener
+        if listener is None:
+            return
+        try:
+            await getattr(listener, name)(partitions)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("group %r: rebalance listener %s raised", self.config.group_id, name)
+            self._errors.append(exc)
+
+    # -- coordinator ---------------------------------------------------------------------
+
+    async def _coordinator(self) -> int:
+        return await self._offsets.coordinator()
+
+    def _forget_coordinator(self) -> None:
+        self._offsets.forget_coordinator()
+
+    def _failed(self, exc: KafkaError, retry: Input, what: str) -> _Answer:
+        """A request that did not get an answer: retry if retriable, else fatal."""
+        if exc.retriable:
+            log.info("group %r: %s failed (%s); retrying", self.config.group_id, what, exc)
+            return _Answer(retry)
+        return _Answer(Input.FATAL, error=exc)
+
+    # -- join and sync ---------------------------------------------------------------------
+
+    def _rebalance_timeout_ms(self) -> int:
+        return self.config.effective_rebalance_timeout_ms
+
+    def _long_timeout_ms(self) -> int:
+        # JoinGroup / SyncGroup are held by the broker for up to the rebalance timeout.
+        return max(self._client.config.request_timeout_ms, self._rebalance_timeout_ms() + 5_000)
+
+    async def _join_group(self) -> _Answer:
+        m, sub, cfg = self._machine, self._sub, self.config
+        if sub.kind == "pattern":
+            await self._match_pattern(refresh=True)
+        topics = frozenset(sub.topics) if sub.in_group else frozenset()
+        self._joined_version = sub.version
+        self._join_seq_sent = self._join_seq
+        self._set_tracked(
+            topics | (self._tracked if self._leader_counts is not None else frozenset())
+        )
+        request = join_request(cfg, self._assignors, topics, m.member_id, m.generation, m.owned)
+        try:
+            node = await self._coordinator()
+            conn = await self._client.connection(node, "group")
+            response = await conn.send(request, timeout_ms=self._long_timeout_ms())
+        except KafkaError as exc:
+            return self._failed(exc, Input.JOIN_COORDINATOR_LOST, "JoinGroup")
+        code = response.error_code
+        inp = join_input(code)
+        if inp is Input.JOINED:
+            self._backoff.succeeded()
+            self._join = response
+            leader = response.leader == response.member_id
+            log.info(
+                "group %r: joined generation %d as %s%s (assignor %s)",
+                cfg.group_id,
+                response.generation_id,
+                response.member_id,
+                " (leader)" if leader else "",
+                response.protocol_name,
+            )
+            return _Answer(inp, member_id=response.member_id, generation=response.generation_id)
+        if inp is Input.MEMBER_ID_REQUIRED:
+            return _Answer(inp, member_id=response.member_id)
+        if inp is Input.FATAL:
+            return _Answer(inp, error=describe_error(code, "JoinGroup", self.config))
+        log.info("group %r: JoinGroup answered %s", cfg.group_id, for_code(code).__name__)
+        return _Answer(inp)
+
+    def _assignor_named(self, name: str | None) -> Assignor | None:
+        for a in self._assignors:
+            if a.name == name:
+                return a
+        return None
+
+    async def _sync_group(self) -> _Answer:
+        m, cfg, join = self._machine, self.config, self._join
+        assert join is not None  # SEND_SYNC follows JOINED only
+        assignor = self._assignor_named(join.protocol_name)
+        if assignor is None:
+            return _Answer(
+                Input.FATAL,
+                error=KafkaError(
+                    f"group {cfg.group_id!r} chose assignor {join.protocol_name!r}, "
+                    "which this consumer does not offer"
+                ),
+            )
+        assignments: dict[str, bytes] = {}
+        if join.leader == join.member_id:
+            try:
+                assignments = await self._lead(join, assignor)
+            except Exception as exc:
+                error = (
+                    exc
+                    if isinstance(exc, KafkaError)
+                    else KafkaError(f"assignor {assignor.name!r} failed: {exc!r}")
+                )
+                return _Answer(Input.FATAL, error=error)
+        else:
+            self._leader_counts = None
+        request = sync_request(cfg, m.member_id, m.generation, join.protocol_name, assignments)
+        try:
+            node = await self._coordinator()
+            conn = await self._client.connection(node, "group")
+            response = await conn.send(request, timeout_ms=self._long_timeout_ms())
+        except KafkaError as exc:
+            return self._failed(exc, Input.SYNC_COORDINATOR_LOST, "SyncGroup")
+        code = response.error_code
+        inp = sync_input(code)
+        if inp is Input.SYNCED:
+            try:
+                assignment = decode_assignment(response.assignment)
+            except KafkaProtocolError as exc:
+                return _Answer(Input.FATAL, error=exc)
+            assignor.on_assignment(assignment, m.generation)
+            log.info(
+                "group %r: generation %d assigned %s",
+                cfg.group_id,
+                m.generation,
+                names(sorted(assignment.partitions)) or "nothing",
+            )
+            return _Answer(inp, assignment=assignment.partitions)
+        if inp is Input.FATAL:
+            return _Answer(inp, error=describe_error(code, "SyncGroup", self.config))
+        log.info("group %r: SyncGroup answered %s", cfg.group_id, for_code(code).__name__)
+        return _Answer(inp)
+
+    async def _lead(self, join: JoinGroupResponse, assignor: Assignor) -> dict[str, bytes]:
+        members = decode_members(
+            JoinedMember(x.member_id, x.group_instance_id, x.metadata) for x in join.members
+        )
+        topics = subscribed_topics(members)
+        own = frozenset(self._sub.topics) if self._sub.in_group else frozenset()
+        self._set_tracked(own | topics)
+        metadata = self._client.metadata
+        if any(t not in metadata.snapshot.topics for t in topics):
+            with contextlib.suppress(KafkaError, TimeoutError):
+                async with asyncio.timeout(self._client.config.request_timeout_ms / 1000):
+                    await metadata.refresh()
+        counts = self._counts(topics)
+        self._leader_counts = counts
+        if join.skip_assignment:
+            # KIP-814: a static leader that came back keeps the group's assignment.
+            return {}
+        encoded = perform_assignment(
+            assignor, self._protocol, {t: n for t, n in counts.items() if n > 0}, members
+        )
+        self.assignments_led += 1
+        return encoded
+
+    def _counts(self, topics: Iterable[str]) -> dict[str, int]:
+        snap = self._client.metadata.snapshot
+        return {t: len(snap.partitions_for(t)) for t in topics}
+
+    async def _leave_group(self, member_id: str) -> None:
+        cfg = self.config
+        if cfg.group_instance_id is not None:
+            # KIP-345: a static member keeps its place until session_timeout_ms.
+            log.info("group %r: static member %s not leaving", cfg.group_id, cfg.group_instance_id)
+            return
+        try:
+            async with asyncio.timeout(self._client.config.request_timeout_ms / 1000):
+                node = await self._coordinator()
+                # not the "group" connection: a JoinGroup may still be held there
+                conn = await self._client.connection(node, "default")
+                version = conn.version_for(LeaveGroupRequest)
+                request = leave_request(cfg.group_id, member_id, version)
+                response = await conn.send(request, version)
+        except (KafkaError, TimeoutError) as exc:
+            log.info("group %r: LeaveGroup failed (%s); the session will expire", cfg.group_id, exc)
+            return
+        codes = [response.error_code] + [x.error_code for x in response.members]
+        bad = [c for c in codes if c]
+        if bad:
+            log.info("group %r: LeaveGroup answered %s", cfg.group_id, for_code(bad[0]).__name__)
+        else:
+            log.info("group %r: member %s left", cfg.group_id, member_id)
+
+    # -- topics and metadata -------------------------------------------------------------
+
+    def _set_tracked(self, topics: frozenset[str]) -> None:
+        metadata = self._client.metadata
+        added, removed = topics - self._tracked, self._tracked - topics
+        if added:
+            metadata.track(added)
+        if removed:
+            metadata.untrack(removed)
+        self._tracked = topics
+
+    async def _match_pattern(self, *, refresh: bool) -> bool:
+        """Update the pattern's matches from metadata; True if they changed."""
+        pattern = self._sub.pattern
+        if pattern is None:
+            return False
+        metadata = self._client.metadata
+        if not self._all_topics:
+            metadata.want_all_topics(True)
+            self._all_topics = True
+            refresh = True
+        if refresh:
+            with contextlib.suppress(KafkaError, TimeoutError):
+                async with asyncio.timeout(self._client.config.request_timeout_ms / 1000):
+                    await metadata.refresh()
+        exclude = self.config.exclude_internal_topics
+        matched = [
+            name
+            for name, info in metadata.snapshot.topics.items()
+            if pattern.fullmatch(name) and not (exclude and info.is_internal)
+        ]
+        return self._sub.set_matched_topics(matched)
+
+    # -- heartbeats ------------------------------------------------------------------------
+
+    async def _heartbeats(self) -> None:
+        m = self._machine
+        interval = self.config.heartbeat_interval_ms / 1000
+        delay = interval
+        while True:
+            await self._until(lambda: m.heartbeat_allowed)
+            generation = m.generation
+
+            def moved_on(g: int = generation) -> bool:
+                return not (m.heartbeat_allowed and m.generation == g)
+
+            moved = await self._until(moved_on, delay)
+            if moved:
+                delay = interval
+                continue
+            answer = await self._heartbeat_once(generation)
+            delay = interval
+            if answer is None:
+                delay = self._client.config.retry_backoff_ms / 1000
+            elif answer.input is not Input.HEARTBEAT_OK:
+                self._post(answer)
+
+    async def _heartbeat_once(self, generation: int) -> _Answer | None:
+        cfg, m = self.config, self._machine
+        request = heartbeat_request(cfg, m.member_id, generation)
+        try:
+            node = await self._coordinator()
+            conn = await self._client.connection(node, "group")
+            response = await conn.send(request)
+        except KafkaError as exc:
+            if exc.retriable:
+                log.info("group %r: heartbeat failed (%s)", cfg.group_id, exc)
+                self._forget_coordinator()
+                return None
+            return _Answer(Input.FATAL, error=exc, tag=generation)
+        inp = member_input(response.error_code)
+        if inp is None:
+            return None
+        if inp is not Input.HEARTBEAT_OK:
+            log.info(
+                "group %r: heartbeat answered %s",
+                cfg.group_id,
+                for_code(response.error_code).__name__,
+            )
+        error = (
+            describe_error(response.error_code, "Heartbeat", cfg) if inp is Input.FATAL else None
+        )
+        return _Answer(inp, error=error, tag=generation)
+
+    # -- the watch loop ---------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        m, sub, cfg = self._machine, self._sub, self.config
+        while True:
+            await asyncio.sleep(_TICK_S)
+            now = loop.time()
+            if (
+                m.state in (State.JOINING, State.SYNCING, State.STABLE)
+                and not self._poll_expired
+                and now - self._last_poll > cfg.max_poll_interval_ms / 1000
+            ):
+                self._poll_expired = True
+                log.warning(
+                    "group %r: no poll for %.1f s (max_poll_interval_ms=%d): leaving the "
+                    "group so other members take over; the next poll rejoins. Poll more "
+                    "often, process less per poll, or raise max_poll_interval_ms.",
+                    cfg.group_id,
+                    now - self._last_poll,
+                    cfg.max_poll_interval_ms,
+                )
+                self._post(_Answer(Input.POLL_TIMEOUT))
+                continue
+            if not sub.in_group or m.state is not State.STABLE or self._join_queued:
+                continue
+            if sub.kind == "pattern" and await self._match_pattern(refresh=False):
+                log.info("group %r: the pattern matches other topics now; rejoining", cfg.group_id)
+                self._post_join()
+            elif sub.version != self._joined_version:
+                self._post_join()
+            elif (
+                self._leader_counts is not None
+                and self._counts(self._leader_counts) != self._leader_counts
+            ):
+                log.info("group %r: partition counts changed; rebalancing", cfg.group_id)
+                self._post_join()
+            elif cfg.enable_auto_commit and now >= self._next_auto_commit:
+                self._next_auto_commit = now + cfg.auto_commit_interval_ms / 1000
+                await self._auto_commit()
+
+    async def _auto_commit(self) -> None:
+        m = self._machine
+        offsets = self._sub.all_consumed()
+        if not offsets or offsets == self._last_auto_commit:
+            return
+        generation, member_id = m.generation, m.member_id
+        deadline = asyncio.get_running_loop().time() + self.config.auto_commit_interval_ms / 1000
+        try:
+            codes = await self._offsets.commit_once(offsets, generation, member_id, deadline)
+        except KafkaError as exc:
+            log.info("group %r: auto-commit failed: %s", self.config.group_id, exc)
+            if exc.retriable:
+                self._forget_coordinator()
+            return
+        failed = {c for c in codes.values() if c}
+        if not failed:
+            self._last_auto_commit = offsets
+            return
+        for code in failed:
+            log.info(
+                "group %r: auto-commit answered %s", self.config.group_id, for_code(code).__name__
+            )
+            inp = member_input(code)
+            if inp is Input.FATAL and code != FencedInstanceIdError.errno:
+                continue  # e.g. an offset metadata too large: not the group's problem
+            if inp is not None:
+                error = describe_error(code, "OffsetCommit", self.config)
+                self._post(_Answer(inp, error=error, tag=generation))
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    async def _commit_before_revoke(self, effect: Effect) -> None:
+        """Auto-commit what was consumed from partitions about to be revoked."""
+        if not self.config.enable_auto_commit or effect.generation < 0:
+            return
+        consumed = self._sub.all_consumed()
+        offsets = {tp: o for tp, o in consumed.items() if tp in effect.partitions}
+        if not offsets:
+            return
+        limit_ms = min(self._client.config.default_api_timeout_ms, self._rebalance_timeout_ms())
+        deadline = asyncio.get_running_loop().time() + limit_ms / 1000
+        await self._offsets.commit_before_revoke(
+            offsets, effect.generation, effect.member_id, deadline
+        )
+        self._last_auto_commit = {}
