@@ -1,7 +1,24 @@
 """The consumer: fetcher, subscription state, the ``Consumer`` API and the group task."""
 
 from aiokproto.consumer.consumer import Consumer
+from aiokproto.consumer.errors import (
+    NoGroupError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeConsumerError,
+    RecordDeserializationError,
+)
+from aiokproto.consumer.group.errors import CommitFailedError
 from aiokproto.consumer.listener import ConsumerRebalanceListener
 from aiokproto.consumer.record import ConsumerRecord, OffsetAndTimestamp
 
-__all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndTimestamp"]
+__all__ = [
+    "CommitFailedError",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "NoGroupError",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeConsumerError",
+    "RecordDeserializationError",
+]
