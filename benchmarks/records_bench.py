@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aiokafka.record import default_records as ak
+from aiokafka.record import default_records as ak  # type: ignore[import-untyped]
 
 from aiokproto.records import RecordBatchBuilder, read_batches
 
@@ -44,7 +44,7 @@ def make_values(n: int, size: int) -> list[bytes]:
 # -- build ------------------------------------------------------------------------------
 
 
-def build_ours(values: list[bytes], codec: int) -> list[bytes]:
+def build_ours(values: list[bytes], codec: int) -> list[bytes | bytearray]:
     out = []
     b = RecordBatchBuilder(batch_size=BATCH_SIZE, compression=codec)
     append = b.append

@@ -1,0 +1,43 @@
+"""Client adapters: one module per client, each with ``version()`` and one function per
+scenario kind it supports (``produce``, ``consume``, ``latency``), each taking
+``(job, meter)`` and returning the counts the validator checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks.scenarios import KINDS, Kind
+
+
+@dataclass(frozen=True)
+class Adapter:
+    name: str
+    module: str
+    kinds: tuple[Kind, ...] = KINDS
+    note: str = ""
+
+
+ADAPTERS: dict[str, Adapter] = {
+    a.name: a
+    for a in (
+        Adapter("aiokproto", "benchmarks.clients.aiokproto_client"),
+        Adapter(
+            "aiokproto-batch",
+            "benchmarks.clients.aiokproto_batch",
+            kinds=("produce",),
+            note="aiokproto's bulk path: Producer.send_batch with 1000 records per call",
+        ),
+        Adapter("confluent-kafka", "benchmarks.clients.confluent_sync"),
+        Adapter("confluent-kafka-aio", "benchmarks.clients.confluent_aio"),
+        Adapter("aiokafka", "benchmarks.clients.aiokafka_client"),
+        Adapter("kafka-python", "benchmarks.clients.kafka_python_client"),
+        Adapter(
+            "java-perf",
+            "benchmarks.clients.java_perf",
+            kinds=("produce", "consume"),
+            note="Kafka's ProducerPerformance/ConsumerPerformance (JVM); CPU and RSS are the "
+            "whole JVM process including start-up",
+        ),
+    )
+}
+REFERENCE = "aiokproto"

@@ -1,0 +1,165 @@
+"""confluent-kafka's classic (synchronous, librdkafka) Producer and Consumer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from benchmarks.clients.common import (
+    Delivery,
+    LatencyRecorder,
+    MeterLike,
+    Schedule,
+    consume_sync,
+    values_for,
+)
+from benchmarks.payloads import POOL_SIZE, WARMUP_SEQ, stamp
+from benchmarks.scenarios import BATCH_SIZE, Job
+
+
+def version() -> str:
+    return f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
+
+
+def producer_config(job: Job) -> dict[str, Any]:
+    s = job.scenario
+    return {
+        "bootstrap.servers": job.bootstrap_servers,
+        "acks": s.acks,
+        "compression.type": s.compression,
+        "linger.ms": s.linger_ms,
+        "batch.size": BATCH_SIZE,
+        "enable.idempotence": False,
+        # room for a whole run in the local queue; back-pressure is still handled below
+        "queue.buffering.max.messages": 1_000_000,
+    }
+
+
+def consumer_config(job: Job) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": job.bootstrap_servers,
+        # librdkafka needs a group id even for assign(); nothing is committed
+        "group.id": job.group_id or f"bench-{job.topic}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
+
+
+def assignment(job: Job) -> list[TopicPartition]:
+    return [
+        TopicPartition(job.topic, p, confluent_kafka.OFFSET_BEGINNING)
+        for p in range(job.scenario.partitions)
+    ]
+
+
+def values_of(messages: list[Any], errors: list[str]) -> list[bytes | None]:
+    out = []
+    for m in messages:
+        err = m.error()
+        if err is None:
+            out.append(m.value())
+        elif err.code() != KafkaError._PARTITION_EOF:
+            errors.append(str(err))
+    return out
+
+
+def produce(job: Job, meter: MeterLike) -> dict[str, Any]:
+    p = Producer(producer_config(job))
+    p.list_topics(job.topic, timeout=30)  # metadata before the clock starts
+    pool = values_for(job)
+    delivery = Delivery()
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is None:
+            delivery.ok()
+        else:
+            delivery.error(err)
+
+    topic = job.topic
+    produce_one = p.produce
+    meter.start()
+    for i in range(job.scenario.records):
+        while True:
+            try:
+                produce_one(topic, pool[i % POOL_SIZE], on_delivery=on_delivery)
+                break
+            except BufferError:  # local queue full: serve delivery reports, then retry
+                p.poll(0.05)
+        if i % 1000 == 0:
+            p.poll(0)
+    left = p.flush(job.timeout_s * 0.8)
+    meter.stop()
+    return {**delivery.fields(), "unflushed": left}
+
+
+def consume(job: Job, meter: MeterLike) -> dict[str, Any]:
+    c = Consumer(consumer_config(job))
+    try:
+        c.assign(assignment(job))
+        errors: list[str] = []
+
+        def fetch() -> list[bytes | None]:
+            if errors:
+                raise RuntimeError(f"consumer error: {errors[0]}")
+            return values_of(c.consume(num_messages=10_000, timeout=0.5), errors)
+
+        return consume_sync(job, meter, fetch)
+    finally:
+        c.close()
+
+
+def latency(job: Job, meter: MeterLike) -> dict[str, Any]:
+    """Producer in this thread, consumer in another (its poll releases the GIL)."""
+    n = job.scenario.records
+    pool = values_for(job)
+    rec = LatencyRecorder(n)
+    delivery = Delivery()
+    errors: list[str] = []
+    stop = threading.Event()
+    deadline = time.monotonic() + job.timeout_s * 0.8
+    c = Consumer(consumer_config(job))
+    c.assign(assignment(job))
+
+    def consume_loop() -> None:
+        # poll(), not consume(): consume() waits for a full batch or its timeout
+        while not rec.done and not stop.is_set() and time.monotonic() < deadline:
+            m = c.poll(0.1)
+            if m is not None:
+                rec.add(values_of([m], errors))
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is None:
+            delivery.ok()
+        else:
+            delivery.error(err)
+
+    p = Producer(producer_config(job))
+    t = threading.Thread(target=consume_loop, name="bench-consumer")
+    t.start()
+    try:
+        p.produce(job.topic, stamp(pool[0], WARMUP_SEQ, time.perf_counter_ns()))
+        p.flush(30)
+        while not rec.warmup_seen and time.monotonic() < deadline and t.is_alive():
+            time.sleep(0.005)
+        schedule = Schedule(job.scenario.rate)
+        meter.start()
+        schedule.begin()
+        for i in range(n):
+            wait = schedule.wait_s(i)
+            if wait > 0:
+                time.sleep(wait)
+            p.produce(job.topic, stamp(pool[i % POOL_SIZE], i, schedule.due(i)),
+                      on_delivery=on_delivery)
+            p.poll(0)
+        p.flush(30)
+        t.join(max(1.0, deadline - time.monotonic()))
+        meter.stop()
+    finally:
+        stop.set()
+        t.join()
+        c.close()
+    return {**delivery.fields(), **rec.fields(), "consume_error": errors[0] if errors else None}

@@ -1,0 +1,390 @@
+"""The benchmark harness's pure parts: stats, scenarios, payloads, validation, parsers,
+summaries and rendering. No broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks import java_tools, machine, report
+from benchmarks.payloads import (
+    POOL_SIZE,
+    STAMP_SIZE,
+    payload_file_bytes,
+    read_stamp,
+    stamp,
+    value_pool,
+)
+from benchmarks.scenarios import (
+    Job,
+    Scenario,
+    full_matrix,
+    job_timeout_s,
+    quick_matrix,
+    run_order,
+)
+from benchmarks.stats import latency_summary, percentile, spread
+from benchmarks.validation import check_run
+
+# -- stats ------------------------------------------------------------------------------
+
+
+def test_spread_median_and_range() -> None:
+    s = spread([3.0, 1.0, 2.0, 10.0])
+    assert (s.median, s.low, s.high, s.runs) == (2.5, 1.0, 10.0, 4)
+    assert s.rel_spread == pytest.approx(9 / 2.5)
+    with pytest.raises(ValueError):
+        spread([])
+
+
+def test_percentile_nearest_rank() -> None:
+    values = [float(i) for i in range(1, 1001)]  # 1..1000
+    assert percentile(values, 50) == 500
+    assert percentile(values, 99) == 990
+    assert percentile(values, 99.9) == 999
+    assert percentile(values, 100) == 1000
+    assert percentile(values, 0) == 1
+    assert percentile([7.0], 99.9) == 7.0
+    with pytest.raises(ValueError):
+        percentile(values, 101)
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_latency_summary_orders_its_input() -> None:
+    s = latency_summary([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert s["p50_ms"] == 3.0
+    assert s["max_ms"] == 5.0
+    assert s["mean_ms"] == 3.0
+
+
+# -- scenarios ---------------------------------------------------------------------------
+
+
+def test_run_order_rotates_each_client_through_every_position() -> None:
+    clients = ["a", "b", "c", "d"]
+    orders = [run_order(clients, r) for r in range(4)]
+    assert orders[0] == ["a", "b", "c", "d"]
+    assert orders[1] == ["b", "c", "d", "a"]
+    for client in clients:
+        assert sorted(o.index(client) for o in orders) == [0, 1, 2, 3]
+    assert run_order([], 3) == []
+
+
+def test_scenario_ids_are_unique_and_readable() -> None:
+    full = full_matrix()
+    ids = [s.id for s in full]
+    assert len(ids) == len(set(ids))
+    assert "produce 100B acks=1 p1 none" in ids
+    assert "produce 1KB acks=all p8 zstd" in ids
+    assert "consume 1KB p8 lz4" in ids
+    # full = every size x acks x partitions x codec for produce, same minus acks for consume
+    assert sum(s.kind == "produce" for s in full) == 2 * 2 * 2 * 3
+    assert sum(s.kind == "consume" for s in full) == 2 * 2 * 3
+    assert any(s.kind == "latency" for s in full)
+
+
+def test_quick_matrix_is_a_subset_of_the_issue_list() -> None:
+    ids = [s.id for s in quick_matrix()]
+    assert ids[:3] == [
+        "produce 100B acks=1 p1 none",
+        "produce 100B acks=1 p1 zstd",
+        "produce 1KB acks=all p8 none",
+    ]
+    assert any(i.startswith("consume 100B") for i in ids)
+    assert any(i.startswith("latency") for i in ids)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kind": "fetch", "value_size": 100, "records": 10},
+        {"kind": "produce", "value_size": 100, "records": 10, "compression": "brotli"},
+        {"kind": "produce", "value_size": 100, "records": 10, "acks": "2"},
+        {"kind": "produce", "value_size": 8, "records": 10},
+        {"kind": "produce", "value_size": 100, "records": 0},
+        {"kind": "latency", "value_size": 100, "records": 10},  # no rate
+        {"kind": "produce", "value_size": 100, "records": 10, "rate": 5},
+    ],
+)
+def test_bad_scenarios_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        Scenario(**kwargs)
+
+
+def test_job_round_trips_through_json() -> None:
+    s = Scenario("latency", 100, 500, partitions=2, acks="all", rate=250)
+    job = Job("aiokafka", s, "127.0.0.1:9092", "t", 2, job_timeout_s(s), group_id="g")
+    back = Job.from_json(job.to_json())
+    assert back == job
+    assert job.to_json()["linger_ms"] == 0  # latency runs do not linger
+    assert Job.from_json(Job("x", quick_matrix()[0], "b", "t", 0, 1.0).to_json()).scenario \
+        .linger_ms == 5
+
+
+def test_timeouts_are_generous_but_bounded() -> None:
+    for s in full_matrix():
+        t = job_timeout_s(s)
+        assert 60 <= t <= 600, (s.id, t)
+
+
+# -- payloads ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [16, 100, 1000])
+def test_value_pool_sizes_and_delimiter(size: int) -> None:
+    pool = value_pool(size)
+    assert len(pool) == POOL_SIZE
+    assert {len(v) for v in pool} == {size}
+    assert len(set(pool)) == POOL_SIZE
+    assert value_pool(size) == pool  # deterministic
+    data = payload_file_bytes(pool)
+    assert data.split(b"\n") == pool
+
+
+def test_payload_file_refuses_the_delimiter() -> None:
+    with pytest.raises(ValueError):
+        payload_file_bytes([b"a\nb"])
+
+
+def test_values_compress_but_not_to_nothing() -> None:
+    import zstandard
+
+    raw = b"".join(value_pool(1000)[:200])
+    ratio = len(raw) / len(zstandard.ZstdCompressor().compress(raw))
+    assert 1.3 < ratio < 4
+
+
+def test_stamp_round_trip_keeps_length() -> None:
+    v = value_pool(100)[3]
+    s = stamp(v, 12345, 987654321)
+    assert len(s) == len(v)
+    assert s[STAMP_SIZE:] == v[STAMP_SIZE:]
+    assert read_stamp(s) == (12345, 987654321)
+    assert read_stamp(stamp(v, -1, 0)) == (-1, 0)
+
+
+# -- validation --------------------------------------------------------------------------
+
+PRODUCE = Scenario("produce", 100, 1000)
+CONSUME = Scenario("consume", 100, 1000)
+LATENCY = Scenario("latency", 100, 1000, rate=100)
+
+
+def good_produce() -> dict[str, Any]:
+    return {"acked": 1000, "failed": 0, "elapsed_s": 0.5, "cpu_s": 0.4, "max_rss_kb": 1}
+
+
+def test_valid_produce_run() -> None:
+    assert check_run(PRODUCE, good_produce(), 1000) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "delta", "needle"),
+    [
+        ({"acked": 999}, 1000, "999 of 1000 records acknowledged"),
+        ({"failed": 3, "delivery_error": "boom"}, 1000, "3 delivery errors (first: boom)"),
+        ({}, 999, "end offsets grew by 999, expected 1000"),
+        ({}, 2000, "end offsets grew by 2000"),
+        ({}, None, "could not be read"),
+        ({"elapsed_s": None}, 1000, "no measured time"),
+        ({"unflushed": 5}, 1000, "5 records still queued"),
+        ({"error": "ImportError: nope"}, 1000, "client error: ImportError: nope"),
+    ],
+)
+def test_invalid_produce_runs(change: dict[str, Any], delta: int | None, needle: str) -> None:
+    reasons = check_run(PRODUCE, {**good_produce(), **change}, delta)
+    assert reasons
+    assert any(needle in r for r in reasons), reasons
+
+
+def test_consume_validation() -> None:
+    good = {"consumed": 1000, "bytes": 100_000, "bad_size": 0, "elapsed_s": 1.0}
+    assert check_run(CONSUME, good, None) == []
+    assert "consumed 1001 records" in check_run(CONSUME, {**good, "consumed": 1001}, None)[0]
+    assert check_run(CONSUME, {**good, "bytes": 99_999}, None)
+    assert check_run(CONSUME, {**good, "bad_size": 2}, None)
+    # the Java tool reports MB with 4 decimals: a tolerance it declares itself
+    approx = {**good, "bytes": 99_950, "bytes_resolution": 105}
+    assert check_run(CONSUME, approx, None) == []
+    assert check_run(CONSUME, {**approx, "bytes": 99_800}, None)
+    timed = {**good, "measured_records": 900}
+    assert check_run(CONSUME, timed, None) == []
+    assert "too few records to time" in check_run(CONSUME, {**timed, "measured_records": 0},
+                                                  None)[0]
+
+
+def test_consume_rates_use_the_records_after_the_first_batch() -> None:
+    runs = [_run("aiokproto", CONSUME, r, 0.5, measured_records=500) for r in range(3)]
+    row = report.summarize(_doc(runs, [CONSUME]))[0]
+    assert row["msgs_per_s"]["median"] == 1000
+    assert row["mb_per_s"]["median"] == pytest.approx(0.1)
+    assert row["cpu_s_per_million"]["median"] == pytest.approx(0.25 / 500 * 1e6)
+
+
+def test_latency_validation_counts_the_warmup_record() -> None:
+    good = {
+        "acked": 1000, "failed": 0, "received": 1000, "duplicates": 0, "unknown": 0,
+        "warmup_records": 1, "elapsed_s": 10.0,
+        "latency": {"p50_ms": 1, "p99_ms": 2, "p999_ms": 3, "max_ms": 4, "mean_ms": 1},
+    }  # fmt: skip
+    assert check_run(LATENCY, good, 1001) == []
+    assert check_run(LATENCY, good, 1000)
+    assert check_run(LATENCY, {**good, "received": 999}, 1001)
+    assert check_run(LATENCY, {**good, "duplicates": 1}, 1001)
+    no_samples = {k: v for k, v in good.items() if k != "latency"}
+    assert "no latency samples" in check_run(LATENCY, no_samples, 1001)
+
+
+# -- Java tool output --------------------------------------------------------------------
+
+PRODUCER_OUT = """Reading payloads from: /tmp/x/payload.txt
+Number of records read: 1024
+260450 records sent, 52090.0 records/sec (5.21 MB/sec), 2.1 ms avg latency, 210.0 ms max latency.
+300000 records sent, 158730.158730 records/sec (15.87 MB/sec), 40.66 ms avg latency, \
+770.00 ms max latency, 34 ms 50th, 93 ms 95th, 99 ms 99th, 100 ms 99.9th.
+"""
+
+CONSUMER_OUT = """start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, \
+nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+2026-11-21 12:32:49:193, 2026-11-21 12:32:49:929, 0.0143, 0.0194, 5000, 6793.4783, 552, \
+184, 0.0777, 27173.9130
+"""
+
+
+def test_parse_producer_performance_takes_the_final_summary() -> None:
+    s = java_tools.parse_producer_performance(PRODUCER_OUT)
+    assert s.records == 300000
+    assert s.records_per_s == pytest.approx(158730.158730)
+    assert s.mb_per_s == 15.87
+    assert (s.p50_ms, s.p95_ms, s.p99_ms, s.p999_ms) == (34, 93, 99, 100)
+    assert s.max_latency_ms == 770
+
+
+def test_parse_consumer_performance() -> None:
+    s = java_tools.parse_consumer_performance(CONSUMER_OUT)
+    assert s.records == 5000
+    assert s.megabytes == 0.0143
+    assert s.fetch_time_ms == 184
+    assert s.rebalance_time_ms == 552
+    assert s.total_ms == pytest.approx(736)
+
+
+@pytest.mark.parametrize("text", ["", "Exception in thread main\n", "start.time, end.time\n"])
+def test_unparseable_tool_output_is_an_error(text: str) -> None:
+    with pytest.raises(java_tools.JavaToolsError):
+        java_tools.parse_producer_performance(text)
+    with pytest.raises(java_tools.JavaToolsError):
+        java_tools.parse_consumer_performance(text)
+
+
+def test_cpu_model_and_memory_parsing() -> None:
+    assert machine.cpu_model("processor : 0\nmodel name\t: AMD EPYC 9B14\n") == "AMD EPYC 9B14"
+    assert machine.mem_total_gib("MemTotal:       24684000 kB\n") == pytest.approx(23.5, 0.01)
+    assert machine.mem_total_gib("") is None
+
+
+# -- summaries and rendering -------------------------------------------------------------
+
+
+def _run(client: str, scenario: Scenario, run: int, elapsed: float, **kw: Any) -> dict[str, Any]:
+    return {
+        "client": client, "scenario_id": scenario.id, "run": run, "elapsed_s": elapsed,
+        "cpu_s": elapsed / 2, "max_rss_kb": 40 * 1024, "valid": True, "reasons": [],
+        "client_version": "1.0", **kw,
+    }  # fmt: skip
+
+
+def _doc(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> dict[str, Any]:
+    return {
+        "meta": {
+            "date": "2026-11-21T12:00:00+00:00", "quick": True, "runs_per_scenario": 3,
+            "machine": {"cpu_model": "Test CPU", "cores": 2, "ram_gib": 8.0,
+                        "load_avg_at_start": [0.5, 0.4, 0.3]},
+            "python": "3.11.2", "java": "openjdk 17", "kafka": {"version": "4.3.1"},
+            "clients": {"aiokafka": "0.14.0"}, "client_notes": {"java-perf": "JVM"},
+        },
+        "scenarios": [s.to_json() for s in scenarios],
+        "runs": runs,
+    }  # fmt: skip
+
+
+def test_summary_medians_ratios_and_failed_clients() -> None:
+    lat = {"p50_ms": 1.0, "p99_ms": 4.0, "p999_ms": 9.0, "max_ms": 10.0, "mean_ms": 1.5}
+    runs = []
+    for r in range(3):
+        runs.append(_run("aiokproto", PRODUCE, r, [1.0, 2.0, 4.0][r]))
+        runs.append(_run("peer", PRODUCE, r, [0.5, 1.0, 2.0][r]))
+        runs.append(_run("aiokproto", LATENCY, r, 10.0, latency=lat))
+        runs.append(_run("peer", LATENCY, r, 10.0, latency={**lat, "p99_ms": 8.0}))
+    # a broken client: one bad run is enough to withhold its numbers
+    for r in range(3):
+        bad = _run("broken", PRODUCE, r, 0.1)
+        if r == 1:
+            bad.update(valid=False, reasons=["999 of 1000 records acknowledged"])
+        runs.append(bad)
+    doc = _doc(runs, [PRODUCE, LATENCY])
+    rows = report.summarize(doc)
+    by = {(r["scenario_id"], r["client"]): r for r in rows}
+    ours = by[(PRODUCE.id, "aiokproto")]
+    assert ours["msgs_per_s"]["median"] == 500  # 1000 records / 2 s
+    assert ours["msgs_per_s"]["low"] == 250 and ours["msgs_per_s"]["high"] == 1000
+    assert ours["mb_per_s"]["median"] == pytest.approx(0.05)
+    assert ours["cpu_s_per_million"]["median"] == pytest.approx(1000.0)
+    assert ours["peak_rss_mb"]["median"] == 40
+    assert by[(PRODUCE.id, "peer")]["throughput_vs_ref"] == pytest.approx(2.0)
+    assert by[(LATENCY.id, "peer")]["p99_vs_ref"] == pytest.approx(2.0)
+    broken = by[(PRODUCE.id, "broken")]
+    assert broken["status"] == "FAILED"
+    assert "1/3 runs invalid: 999 of 1000 records acknowledged" in broken["reason"]
+    assert "msgs_per_s" not in broken
+    # the reference comes first in every scenario
+    assert next(r["client"] for r in rows if r["scenario_id"] == PRODUCE.id) == "aiokproto"
+
+    md = report.render_markdown(doc, rows)
+    assert "| produce 100B acks=1 p1 none | peer | 1,000 | ±75% |" in md
+    assert "| 2.00 |" in md
+    assert "**FAILED** | 1/3 runs invalid: 999 of 1000 records acknowledged" in md
+    assert "Test CPU, 2 cores, 8.0 GiB" in md
+    assert "| latency 100B 100/s p1 acks=1 | peer | 1.00 | 8.00 | 9.00 |" in md
+
+    snippet = report.render_readme_snippet(doc, rows)
+    assert "| scenario | aiokproto | peer | broken |" in snippet
+    assert "| produce 100B acks=1 p1 none | 500 | 1,000 | FAILED |" in snippet
+    assert "| latency 100B 100/s p1 acks=1 | 4.00 ms | 8.00 ms | n/a |" in snippet
+
+
+def test_no_ratio_without_a_valid_reference() -> None:
+    runs = [_run("peer", PRODUCE, r, 1.0) for r in range(3)]
+    runs += [{**_run("aiokproto", PRODUCE, r, 1.0), "valid": False, "reasons": ["x"]}
+             for r in range(3)]
+    rows = report.summarize(_doc(runs, [PRODUCE]))
+    peer = next(r for r in rows if r["client"] == "peer")
+    assert "throughput_vs_ref" not in peer
+    assert "| - |" in report.render_markdown(_doc(runs, [PRODUCE]), rows)
+
+
+def test_write_outputs_writes_every_file(tmp_path: Any) -> None:
+    lat = {"p50_ms": 1.0, "p99_ms": 4.0, "p999_ms": 9.0, "max_ms": 10.0, "mean_ms": 1.5}
+    runs = [_run("aiokproto", PRODUCE, r, 1.0) for r in range(3)]
+    runs += [_run("aiokproto", CONSUME, r, 1.0) for r in range(3)]
+    runs += [_run("aiokproto", LATENCY, r, 1.0, latency=lat) for r in range(3)]
+    runs += [{**_run("peer", CONSUME, r, 1.0), "valid": False, "reasons": ["no"]}
+             for r in range(3)]
+    paths = report.write_outputs(_doc(runs, [PRODUCE, CONSUME, LATENCY]), tmp_path, "\nX\n")
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"latest.json", "latest.md", "latest-readme.md", "latest-produce.png",
+            "latest-consume.png", "latest-latency.png"} <= names
+    assert any(n.startswith("clients-") and n.endswith(".json") for n in names)
+    assert paths["markdown"].read_text().endswith("\nX\n")
+    for key in ("chart_produce", "chart_consume", "chart_latency"):
+        assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_peak_rss_is_this_process_image_only() -> None:
+    from benchmarks.child import peak_rss_kb
+
+    mine = peak_rss_kb()
+    assert mine is not None and mine > 1000
+    assert peak_rss_kb(2**22 + 12345) is None  # no such pid
