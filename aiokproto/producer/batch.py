@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from aiokproto.errors import KafkaError
@@ -43,6 +44,7 @@ class ProducerBatch:
     __slots__ = (
         "attempts",
         "builder",
+        "callbacks",
         "charge",
         "closed",
         "created",
@@ -83,6 +85,9 @@ class ProducerBatch:
         self.sequence = NO_SEQUENCE
         self.order = -1  # drain order, set on the first drain; sorts retries
         self.payload: bytes | bytearray | None = None
+        # per-record done callbacks, run in one go when the future resolves (one loop
+        # callback per batch instead of one per record)
+        self.callbacks: list[Callable[[], object]] | None = None
         self.last_error: KafkaError | None = None
 
     @property

@@ -8,7 +8,9 @@ from the batch's base offset plus the record's offset delta.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Generator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aiokproto.errors import KafkaError
@@ -16,6 +18,8 @@ from aiokproto.structs import TopicPartition
 
 if TYPE_CHECKING:
     from aiokproto.producer.batch import ProducerBatch
+
+log = logging.getLogger(__name__)
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -131,16 +135,33 @@ class DeliveryFuture:
         """Call ``callback(handle)`` on the event loop once the record's fate is known
         (delivery reports without a task per record)."""
         batch = self._batch
-        if batch is None:
+        if batch is None or batch.future.done():
             asyncio.get_running_loop().call_soon(callback, self)
-        else:
-            batch.future.add_done_callback(lambda _future: callback(self))
+            return
+        callbacks = batch.callbacks
+        if callbacks is None:
+            callbacks = batch.callbacks = []
+            batch.future.add_done_callback(_run_record_callbacks(callbacks))
+        callbacks.append(partial(callback, self))
 
     def __repr__(self) -> str:
         if self._batch is None:
             return f"<DeliveryFuture failed: {self._error!r}>"
         state = "done" if self._batch.future.done() else "pending"
         return f"<DeliveryFuture {self._batch.topic}[{self._batch.partition}] {state}>"
+
+
+def _run_record_callbacks(
+    callbacks: list[Callable[[], object]],
+) -> Callable[[asyncio.Future[BatchResult]], None]:
+    def run(_future: asyncio.Future[BatchResult]) -> None:
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # one user's callback must not starve the others
+                log.exception("a delivery callback raised")
+
+    return run
 
 
 class Segment(NamedTuple):

@@ -303,3 +303,25 @@ async def test_delivery_callbacks_fire_once_per_record(kafka: Any, topic_name: s
         await asyncio.sleep(0)  # callbacks run on the loop right after the batch resolves
     assert len(reports) == 50
     assert [r.offset for r in reports if isinstance(r, RecordMetadata)] == list(range(50))
+
+
+async def test_a_raising_delivery_callback_does_not_starve_the_others(
+    kafka: Any, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[int] = []
+
+    def bad(handle: DeliveryFuture) -> None:
+        raise RuntimeError("user bug")
+
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as producer:
+        first = await producer.send(topic_name, b"a")
+        second = await producer.send(topic_name, b"b")
+        first.add_done_callback(bad)
+        second.add_done_callback(lambda h: seen.append(h.result().offset))
+        await producer.flush()
+        await asyncio.sleep(0)
+        # a handle already done still calls back (on the next loop turn)
+        first.add_done_callback(lambda h: seen.append(h.result().offset))
+        await asyncio.sleep(0)
+    assert seen == [1, 0]
+    assert "a delivery callback raised" in caplog.text
