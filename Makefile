@@ -48,10 +48,10 @@ define run_pytest
 endef
 
 # The whole suite on Kafka 4.3.1 (tests that take `kafka_any` also run on 3.9.1), then
-# the broker-facing integration tests again against a Kafka 3.9.1 broker.
+# the admin, connection, producer and fetch integration tests again on Kafka 3.9.1.
 test: venv jars lint typecheck codegen-check
 	$(call run_pytest,$(PYTEST_ARGS))
-	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py $(PYTEST_ARGS))
+	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_positions.py tests/consumer/test_fetch_broker.py $(PYTEST_ARGS))
 
 test-fast: venv
 	$(PY) -m pytest -q -x -m "not cluster and not slow" $(PYTEST_ARGS)
