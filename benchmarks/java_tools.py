@@ -9,17 +9,12 @@ the tools' last summary line into numbers and are pure.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
 import re
-import shutil
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiokproto.testing import default_cache_dir
+from aiokproto.testing.errors import KafkaHarnessError
+from aiokproto.testing.jars import resolve_pom
 
 TOOLS_VERSION = "4.3.1"
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
@@ -28,76 +23,24 @@ CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
 TOOL_JVM_OPTIONS: tuple[str, ...] = ("-Xmx512M", "-Djava.awt.headless=true")
 
 _POM = Path(__file__).parent / "poms" / f"kafka-tools-{TOOLS_VERSION}" / "pom.xml"
-_MARKER = ".resolved.json"
-_RESOLVE_TIMEOUT_S = 900.0
 
 
 class JavaToolsError(Exception):
     """The Java tools could not be resolved or their output not understood."""
 
 
-def libs_dir(cache_dir: Path | None = None) -> Path:
-    return (cache_dir or default_cache_dir()) / f"kafka-tools-{TOOLS_VERSION}" / "libs"
-
-
-def _pom_digest() -> str:
-    return hashlib.sha256(_POM.read_bytes()).hexdigest()
-
-
-def _is_resolved(libs: Path) -> bool:
-    try:
-        marker = json.loads((libs / _MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    jars = marker.get("jars") if isinstance(marker, dict) else None
-    return (
-        marker.get("pom_sha256") == _pom_digest()
-        and isinstance(jars, list)
-        and bool(jars)
-        and all((libs / str(j)).is_file() for j in jars)
-    )
-
-
 def resolve(cache_dir: Path | None = None) -> Path:
     """Make sure the tools' classpath is in the cache; return the libs dir."""
-    cache = cache_dir or default_cache_dir()
-    libs = libs_dir(cache)
-    if _is_resolved(libs):
-        return libs
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise JavaToolsError("Maven ('mvn') is not on PATH; it is needed once for kafka-tools")
-    cache.mkdir(parents=True, exist_ok=True)
-    with (cache / f"kafka-tools-{TOOLS_VERSION}.lock").open("a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another process may be resolving
-        if _is_resolved(libs):
-            return libs
-        work = libs.parent
-        work.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(_POM, work / "pom.xml")
-        if libs.exists():
-            shutil.rmtree(libs)
-        cmd = [
-            mvn, "-q", "-B", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
-            f"-DoutputDirectory={libs}",
-            # shared with the broker's resolution: most jars are already there
-            f"-Dmaven.repo.local={cache / 'm2'}",
-        ]  # fmt: skip
-        try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=_RESOLVE_TIMEOUT_S, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise JavaToolsError("Maven did not resolve kafka-tools in time") from exc
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-            raise JavaToolsError(f"Maven failed to resolve kafka-tools: {tail}")
-        jars = sorted(p.name for p in libs.glob("*.jar"))
-        if f"kafka-tools-{TOOLS_VERSION}.jar" not in jars:
-            raise JavaToolsError(f"Maven ran but {libs} has no kafka-tools jar")
-        marker = {"pom_sha256": _pom_digest(), "jars": jars, "resolved_at": time.time()}
-        (libs / _MARKER).write_text(json.dumps(marker, indent=1), encoding="utf-8")
-    return libs
+    try:
+        return resolve_pom(
+            f"kafka-tools-{TOOLS_VERSION}",
+            _POM.read_text(encoding="utf-8"),
+            cache_dir,
+            expect=f"kafka-tools-{TOOLS_VERSION}",
+            what=f"kafka-tools {TOOLS_VERSION}",
+        )
+    except KafkaHarnessError as exc:
+        raise JavaToolsError(str(exc)) from exc
 
 
 def classpath(cache_dir: Path | None = None) -> str:

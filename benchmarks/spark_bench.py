@@ -17,13 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import fcntl
-import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
 import urllib.request
@@ -32,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from aiokproto.admin import Admin, NewTopic
-from aiokproto.testing import default_cache_dir
+from aiokproto.testing.errors import KafkaHarnessError
+from aiokproto.testing.jars import resolve_pom
 
 POM = Path(__file__).parent / "poms" / "spark" / "pom.xml"
 CENTRAL = "https://repo.maven.apache.org/maven2"
@@ -46,7 +43,6 @@ SETTINGS = f"""<settings><mirrors><mirror>
 </mirror></mirrors></settings>
 """
 VALUE_SIZE = 100
-_RESOLVE_TIMEOUT_S = 900.0
 
 
 class SparkBenchError(Exception):
@@ -74,26 +70,19 @@ def _newest_not_above(versions: list[str], ceiling: str) -> str | None:
     return max(pool, key=_version_key) if pool else None
 
 
-def _maven(libs: Path, cache: Path, connector: str, token: str) -> subprocess.CompletedProcess[str]:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise SparkBenchError(
-            "Maven ('mvn') is not on PATH; it is needed to fetch Spark's connector"
-        )
-    work = libs.parent
-    work.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(POM, work / "pom.xml")
-    (work / "settings.xml").write_text(SETTINGS, encoding="utf-8")
-    if libs.exists():
-        shutil.rmtree(libs)
-    cmd = [
-        mvn, "-q", "-B", "-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
-        "dependency:copy-dependencies", "-DincludeScope=runtime",
-        f"-DoutputDirectory={libs}", f"-Dmaven.repo.local={cache / 'm2'}",
-        f"-Dspark.version={connector}", f"-Dtoken.provider.version={token}",
-    ]  # fmt: skip
-    return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=_RESOLVE_TIMEOUT_S, check=False
+def _resolve(connector: str, token: str, cache_dir: Path | None) -> Path:
+    return resolve_pom(
+        f"spark-kafka-{connector}",
+        POM.read_text(encoding="utf-8"),
+        cache_dir,
+        expect=CONNECTOR,
+        what=f"{CONNECTOR} {connector}",
+        maven_args=(
+            "-DincludeScope=runtime",
+            f"-Dspark.version={connector}",
+            f"-Dtoken.provider.version={token}",
+        ),
+        settings=SETTINGS,
     )
 
 
@@ -103,43 +92,25 @@ def resolve_connector(spark_version: str, cache_dir: Path | None = None) -> tupl
     Uses the connector of exactly that version when Maven Central has it; otherwise
     the newest release not above it (and says so in the returned version text).
     """
-    cache = cache_dir or default_cache_dir()
-    libs = cache / f"spark-kafka-{spark_version}" / "libs"
-    marker = libs / ".resolved.json"
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
-    cache.mkdir(parents=True, exist_ok=True)
-    with (cache / f"spark-kafka-{spark_version}.lock").open("a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another process may be resolving
-        try:
-            done = json.loads(marker.read_text(encoding="utf-8"))
-            jars = [libs / j for j in done["jars"]]
-            if done["pom_sha256"] == digest and all(j.is_file() for j in jars):
-                return jars, str(done["version"])
-        except (OSError, ValueError, KeyError):
-            pass
-        proc = _maven(libs, cache, spark_version, spark_version)
+    try:
+        libs = _resolve(spark_version, spark_version, cache_dir)
         used = spark_version
-        if proc.returncode != 0:
-            connector = _newest_not_above(_released(CONNECTOR), spark_version)
-            token = _newest_not_above(_released(TOKEN_PROVIDER), connector or spark_version)
-            if connector is None or token is None:
-                raise SparkBenchError(f"no {CONNECTOR} at or below {spark_version} on Central")
-            proc = _maven(libs, cache, connector, token)
-            used = f"{connector} (token provider {token}; {spark_version} is not on Central)"
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
-            raise SparkBenchError(f"Maven could not resolve Spark's Kafka connector: {tail}")
-        import pyspark
+    except KafkaHarnessError as exact_failed:
+        connector = _newest_not_above(_released(CONNECTOR), spark_version)
+        token = _newest_not_above(_released(TOKEN_PROVIDER), connector or spark_version)
+        if connector is None or token is None:
+            raise SparkBenchError(
+                f"no {CONNECTOR} at or below {spark_version} on Central"
+            ) from exact_failed
+        try:
+            libs = _resolve(connector, token, cache_dir)
+        except KafkaHarnessError as exc:
+            raise SparkBenchError(f"Spark's Kafka connector: {exc}") from exc
+        used = f"{connector} (token provider {token}; {spark_version} is not on Central)"
+    import pyspark
 
-        shipped = {
-            _artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")
-        }
-        jars = sorted(p for p in libs.glob("*.jar") if _artifact(p.name) not in shipped)
-        marker.write_text(
-            json.dumps({"pom_sha256": digest, "jars": [j.name for j in jars], "version": used}),
-            encoding="utf-8",
-        )
-        return jars, used
+    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(p for p in libs.glob("*.jar") if _artifact(p.name) not in shipped), used
 
 
 def _artifact(jar_name: str) -> str:

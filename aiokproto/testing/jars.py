@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -55,41 +55,19 @@ def libs_dir(version: str, cache_dir: Path | None = None) -> Path:
 def is_resolved(version: str, cache_dir: Path | None = None) -> bool:
     """True when the libs dir holds every jar of the last successful resolution of
     the current POM (a changed POM triggers a new resolution)."""
-    libs = libs_dir(version, cache_dir)
-    try:
-        marker = json.loads((libs / _MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(marker, dict) or marker.get("pom_sha256") != _pom_digest(version):
-        return False
-    jars = marker.get("jars")
-    return isinstance(jars, list) and bool(jars) and all((libs / str(j)).is_file() for j in jars)
+    return _marker_jars(libs_dir(version, cache_dir), _digest(pom_text(version))) is not None
 
 
 def resolve_jars(version: str = DEFAULT_VERSION, cache_dir: Path | None = None) -> Path:
-    """Make sure the broker classpath for ``version`` is in the cache; return the libs dir.
-
-    Uses ``mvn dependency:copy-dependencies`` with a private local repository under the
-    cache dir, so nothing outside the project directory is touched. Safe to call from
-    several processes at once (a file lock serialises resolution).
-    """
+    """Make sure the broker classpath for ``version`` is in the cache; return the libs dir."""
     check_version(version)
-    cache = cache_dir or default_cache_dir()
-    libs = libs_dir(version, cache)
-    if is_resolved(version, cache):
-        return libs
-    mvn = tool_on_path("mvn")
-    if mvn is None:
-        raise KafkaHarnessError(
-            "Maven ('mvn') is not on PATH; it is needed once to fetch the Kafka jars "
-            "(install it, e.g. 'apt-get install maven')"
-        )
-    cache.mkdir(parents=True, exist_ok=True)
-    with _file_lock(cache / f"kafka-{version}.lock"):
-        if is_resolved(version, cache):  # another process finished while we waited
-            return libs
-        _run_maven(mvn, version, cache, libs)
-    return libs
+    return resolve_pom(
+        f"kafka-{version}",
+        pom_text(version),
+        cache_dir,
+        expect=f"kafka_2.13-{version}",
+        what=f"Kafka {version}",
+    )
 
 
 def classpath(version: str, cache_dir: Path | None = None) -> str:
@@ -97,42 +75,102 @@ def classpath(version: str, cache_dir: Path | None = None) -> str:
     return str(resolve_jars(version, cache_dir) / "*")
 
 
-def _pom_digest(version: str) -> str:
-    return hashlib.sha256(pom_text(version).encode("utf-8")).hexdigest()
+def resolve_pom(
+    name: str,
+    pom: str,
+    cache_dir: Path | None = None,
+    *,
+    expect: str,
+    what: str,
+    maven_args: Sequence[str] = (),
+    settings: str | None = None,
+) -> Path:
+    """Resolve the dependencies of the POM text ``pom`` into ``<cache>/<name>/libs``, once.
+
+    Uses ``mvn dependency:copy-dependencies`` with a private local repository under the
+    cache dir (shared by every POM, so common jars download once), so nothing outside
+    the project directory is touched. A marker records the jars of the last success and
+    a digest of the POM, arguments and settings; a change resolves again. Safe to call
+    from several processes at once (a file lock serialises resolution). ``expect`` is
+    the file-name prefix of a jar that must be among the results.
+    """
+    cache = cache_dir or default_cache_dir()
+    libs = cache / name / "libs"
+    digest = _digest(pom, maven_args, settings)
+    if _marker_jars(libs, digest) is not None:
+        return libs
+    mvn = tool_on_path("mvn")
+    if mvn is None:
+        raise KafkaHarnessError(
+            f"Maven ('mvn') is not on PATH; it is needed once to fetch the jars of {what} "
+            "(install it, e.g. 'apt-get install maven')"
+        )
+    cache.mkdir(parents=True, exist_ok=True)
+    with _file_lock(cache / f"{name}.lock"):
+        if _marker_jars(libs, digest) is None:  # another process may have finished
+            _run_maven(mvn, cache, libs, pom, maven_args, settings, what)
+            jars = sorted(p.name for p in libs.glob("*.jar"))
+            if not any(j.startswith(expect) for j in jars):
+                raise KafkaHarnessError(f"Maven ran but {libs} has no {expect} jar")
+            marker = {"pom_sha256": digest, "jars": jars, "resolved_at": time.time()}
+            (libs / _MARKER).write_text(json.dumps(marker, indent=1), encoding="utf-8")
+    return libs
 
 
-def _run_maven(mvn: str, version: str, cache: Path, libs: Path) -> None:
-    work = cache / f"kafka-{version}"
+def _digest(pom: str, maven_args: Sequence[str] = (), settings: str | None = None) -> str:
+    text = "\0".join([pom, *maven_args, settings or ""])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _marker_jars(libs: Path, digest: str) -> list[str] | None:
+    try:
+        marker = json.loads((libs / _MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("pom_sha256") != digest:
+        return None
+    jars = marker.get("jars")
+    if isinstance(jars, list) and jars and all((libs / str(j)).is_file() for j in jars):
+        return [str(j) for j in jars]
+    return None
+
+
+def _run_maven(
+    mvn: str,
+    cache: Path,
+    libs: Path,
+    pom: str,
+    maven_args: Sequence[str],
+    settings: str | None,
+    what: str,
+) -> None:
+    work = libs.parent
     work.mkdir(parents=True, exist_ok=True)
     # Maven needs the POM as a real file; keep a copy beside the libs it produced.
-    pom = work / "pom.xml"
-    pom.write_text(pom_text(version), encoding="utf-8")
+    (work / "pom.xml").write_text(pom, encoding="utf-8")
+    cmd = [mvn, "-q", "-B", "-f", str(work / "pom.xml")]
+    if settings is not None:
+        (work / "settings.xml").write_text(settings, encoding="utf-8")
+        cmd += ["-s", str(work / "settings.xml")]
     if libs.exists():
         shutil.rmtree(libs)
-    cmd = [
-        mvn, "-q", "-B", "-f", str(pom),
+    cmd += [
         "dependency:copy-dependencies",
         f"-DoutputDirectory={libs}",
         f"-Dmaven.repo.local={cache / 'm2'}",
-    ]  # fmt: skip
+        *maven_args,
+    ]
     try:
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=_RESOLVE_TIMEOUT_S, check=False
         )
     except subprocess.TimeoutExpired as exc:
         raise KafkaHarnessError(
-            f"Maven did not finish resolving Kafka {version} within {_RESOLVE_TIMEOUT_S:.0f}s"
+            f"Maven did not finish resolving {what} within {_RESOLVE_TIMEOUT_S:.0f}s"
         ) from exc
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-        raise KafkaHarnessError(
-            f"Maven failed to resolve Kafka {version} (exit {proc.returncode}): {tail}"
-        )
-    jars = sorted(p.name for p in libs.glob("*.jar"))
-    if not any(j.startswith(f"kafka_2.13-{version}") for j in jars):
-        raise KafkaHarnessError(f"Maven ran but {libs} has no kafka_2.13-{version} jar")
-    marker = {"pom_sha256": _pom_digest(version), "jars": jars, "resolved_at": time.time()}
-    (libs / _MARKER).write_text(json.dumps(marker, indent=1), encoding="utf-8")
+        raise KafkaHarnessError(f"Maven failed to resolve {what} (exit {proc.returncode}): {tail}")
 
 
 @contextmanager
