@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 KAFKA_VERSION ?= 4.3.1
 KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
-EXTRAS ?= test,spark,examples
+EXTRAS ?= test,spark,examples,bench
 
 .PHONY: help venv jars lint typecheck codegen codegen-check test test-fast demo bench bench-full broker broker-stop broker-status clean
 
