@@ -40,7 +40,11 @@ async def test_killed_leader_is_replaced_without_user_visible_errors(
                     await asyncio.sleep(0.02)
 
             runner = asyncio.ensure_future(traffic())
-            await asyncio.sleep(0.3)
+            # a brand-new partition may need a moment before its first answer
+            async with asyncio.timeout(30):
+                while calls == 0:
+                    assert not runner.done(), runner.exception()
+                    await asyncio.sleep(0.05)
             before = calls
             await asyncio.to_thread(kafka_cluster.kill_node, old_leader)
             # the cache learns the new leader on its own (disconnect -> refresh)
