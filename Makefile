@@ -51,7 +51,7 @@ endef
 # the admin, connection, producer and fetch integration tests again on Kafka 3.9.1.
 test: venv jars lint typecheck codegen-check
 	$(call run_pytest,$(PYTEST_ARGS))
-	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_positions.py tests/consumer/test_fetch_broker.py $(PYTEST_ARGS))
+	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py $(PYTEST_ARGS))
 
 test-fast: venv
 	$(PY) -m pytest -q -x -m "not cluster and not slow" $(PYTEST_ARGS)
