@@ -26,11 +26,14 @@ from aiokproto.cluster.snapshot import (
     apply_metadata,
 )
 from aiokproto.errors import (
+    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    UnknownServerErrorError,
     UnknownTopicOrPartitionError,
     for_code,
 )
+from aiokproto.logs import RepeatingWarning
 from aiokproto.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 
 log = logging.getLogger(__name__)
@@ -41,17 +44,40 @@ _TRANSIENT_TOPIC_ERRORS = {5, 6, 9, 56, 74, 75}
 MetadataSender = Callable[[Any], Awaitable[Any]]
 
 
+def _valid_broker(b: Any) -> bool:
+    return bool(b.host) and 0 < b.port < 65536 and b.node_id >= 0
+
+
+def _partition_layout_error(name: str, indexes: list[int]) -> str | None:
+    """Why a topic's partition list is malformed, or None: a broker lists partitions
+    0..n-1 exactly once each, and clients map keys onto that range."""
+    if sorted(indexes) != list(range(len(indexes))):
+        shown = sorted(indexes)[:8]
+        return (
+            f"the Metadata answer for topic {name!r} lists partitions {shown}"
+            f"{'...' if len(indexes) > 8 else ''}, not 0..{len(indexes) - 1}; ignored"
+        )
+    return None
+
+
 def snapshot_from_response(
     old: ClusterSnapshot, response: Any, *, full: bool
 ) -> tuple[ClusterSnapshot, dict[str, int]]:
-    """Apply a MetadataResponse; also return topic errors keyed by topic name."""
-    brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
+    """Apply a MetadataResponse; also return topic errors keyed by topic name.
+
+    The answer is untrusted: brokers without a usable address and topics whose
+    partitions are not exactly 0..n-1 are left out (an old view of such a topic is
+    kept, as for a transient error), so nothing downstream meets an impossible layout.
+    """
+    brokers = [
+        BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers if _valid_broker(b)
+    ]
     topics: list[TopicInfo] = []
     missing: list[str] = []
     errors: dict[str, int] = {}
     for t in response.topics:
         name = t.name
-        if name is None:
+        if not name:
             continue
         if t.error_code:
             errors[name] = t.error_code
@@ -59,6 +85,11 @@ def snapshot_from_response(
                 missing.append(name)
             if t.error_code not in _TRANSIENT_TOPIC_ERRORS or not t.partitions:
                 continue
+        problem = _partition_layout_error(name, [p.partition_index for p in t.partitions])
+        if problem is not None:
+            _malformed(problem)
+            errors.setdefault(name, UnknownServerErrorError.errno)
+            continue
         parts = {
             p.partition_index: PartitionInfo(
                 topic=name,
@@ -88,6 +119,9 @@ def snapshot_from_response(
     return snap, errors
 
 
+_malformed = RepeatingWarning(log)
+
+
 class MetadataCache:
     """Owns the metadata refresh task; an async context manager."""
 
@@ -113,6 +147,9 @@ class MetadataCache:
         self._changed = asyncio.Event()  # replaced by a fresh one at every publish
         self._poll_timer: asyncio.TimerHandle | None = None
         self._last_error: KafkaError | None = None
+        self._closed = False
+        # an outage makes every refresh fail the same way: say so once, then summarise
+        self._refresh_failed = RepeatingWarning(log)
 
     async def __aenter__(self) -> MetadataCache:
         await self.start()
@@ -128,6 +165,9 @@ class MetadataCache:
             )
 
     async def close(self) -> None:
+        """Stop refreshing; callers waiting in ``refresh()``/``wait_for()`` get
+        ``KafkaConnectionError`` at once."""
+        self._closed = True
         task, self._task = self._task, None
         if self._poll_timer is not None:
             self._poll_timer.cancel()
@@ -137,10 +177,20 @@ class MetadataCache:
                 await task
             except asyncio.CancelledError:
                 pass
-        for waiter in self._waiters:
+        self._fail_waiters(KafkaConnectionError("the client was closed"))
+        self.interrupt_waiters()
+
+    def _fail_waiters(self, error: KafkaError) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
             if not waiter.done():
-                waiter.cancel()
-        self._waiters.clear()
+                waiter.set_exception(error)
+                waiter.exception()  # a waiter whose caller gave up must not warn
+
+    def interrupt_waiters(self) -> None:
+        """Wake ``wait_for()`` callers to re-check their predicate (and the cache)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     # -- what to ask for ---------------------------------------------------------
 
@@ -183,7 +233,7 @@ class MetadataCache:
     async def refresh(self) -> ClusterSnapshot:
         """Refresh now (coalesced with concurrent callers) and return the new snapshot."""
         if self._task is None:
-            raise KafkaError("the metadata cache is not running")
+            raise KafkaConnectionError("the metadata cache is not running (client closed?)")
         waiter: asyncio.Future[ClusterSnapshot] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         self._wake.set()
@@ -211,6 +261,8 @@ class MetadataCache:
         try:
             async with asyncio.timeout(timeout_s):
                 while not predicate(self.snapshot):
+                    if self._closed:
+                        raise KafkaConnectionError("the client was closed")
                     changed = self._changed
                     self.request_refresh()
                     await changed.wait()
@@ -223,8 +275,7 @@ class MetadataCache:
 
     def _publish(self, snap: ClusterSnapshot) -> None:
         self.snapshot = snap
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self.interrupt_waiters()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -239,18 +290,28 @@ class MetadataCache:
             try:
                 snap = await self._refresh_once()
             except asyncio.CancelledError:
-                for w in waiters:
-                    w.cancel()
+                self._waiters[:0] = waiters  # close() fails them with a typed error
                 raise
             except KafkaError as exc:
                 self._last_error = exc
-                log.warning("metadata refresh failed: %s", exc)
+                self._refresh_failed(f"metadata refresh failed: {exc}")
                 for w in waiters:
                     if not w.done():
                         w.set_exception(exc)
+                        w.exception()  # its caller may have given up (timeout)
+                await asyncio.sleep(self._retry_backoff)
+                continue
+            except Exception as exc:  # a bug or an impossible answer: fail the callers
+                log.exception("metadata refresh failed unexpectedly")
+                error = KafkaError(f"metadata refresh failed unexpectedly: {exc!r}")
+                for w in waiters:
+                    if not w.done():
+                        w.set_exception(error)
+                        w.exception()
                 await asyncio.sleep(self._retry_backoff)
                 continue
             self._last_error = None
+            self._refresh_failed.recovered()
             for w in waiters:
                 if not w.done():
                     w.set_result(snap)

@@ -18,7 +18,7 @@ import random
 import socket
 import ssl
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from aiokproto.errors import (
@@ -138,6 +138,7 @@ class BrokerConnection:
         self._error: KafkaError | None = None
         self._in_flight: dict[int, _Pending] = {}
         self._slots = asyncio.Semaphore(config.max_in_flight_requests_per_connection)
+        self._gate = asyncio.Lock()  # FIFO: requests are written in call order
         self._writable = asyncio.Event()
         self._writable.set()
         self._next_id = 0
@@ -199,7 +200,8 @@ class BrokerConnection:
             ) from exc
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-        assert isinstance(transport, asyncio.Transport)
+        # Only the transport's behaviour is relied on (write/abort/get_extra_info):
+        # uvloop's transports are not subclasses of asyncio.Transport.
         self._transport = transport
         self._last_used = loop.time()
         try:
@@ -248,33 +250,85 @@ class BrokerConnection:
     ) -> Any:
         """Send ``request`` and return its decoded response (None without a response).
 
+        The call is bounded by ``timeout_ms`` (default ``request_timeout_ms``),
+        waiting for a free in-flight slot or for the socket to drain included, plus a
+        broker's throttle (KIP-219, at most ``request_timeout_ms``):
+        ``KafkaTimeoutError`` when it runs out.
+        Requests are written in the order ``send()`` was called.
         ``expect_response=False`` is for acks=0 produce, which the broker never answers.
         """
-        now = asyncio.get_running_loop().time()
-        if self._reauth_at is not None and now >= self._reauth_at:
-            await self._reauthenticate()
-        if self._throttled_until > now:
-            # The broker answered a quota violation at once and left the wait to us.
-            await asyncio.sleep(self._throttled_until - now)
+        loop = asyncio.get_running_loop()
+        timeout = (timeout_ms or self.config.request_timeout_ms) / 1000
+        deadline = loop.time() + timeout
         if version is None:
             version = self.version_for(type(request))
-        if not expect_response:
-            await self._write(request, version, None, timeout_ms)
+        if self._reauth_at is not None and loop.time() >= self._reauth_at:
+            await self._reauthenticate()
+        response_cls = type(request).RESPONSE if expect_response else None
+        # One gate, FIFO: whatever may suspend before the write happens inside it, so
+        # a throttle or a full socket can never let a later request overtake an
+        # earlier one (the producer's per-partition order depends on it).
+        async with self._gate:
+            if response_cls is not None:
+                if self._slots.locked():
+                    await self._wait_until(deadline, request, self._slots.acquire)
+                else:
+                    await self._slots.acquire()  # free: returns without suspending
+            try:
+                throttled = self._throttled_until - loop.time()
+                if throttled > 0:
+                    # The broker answered a quota violation at once and left the wait to
+                    # us (capped when noted); the request's own time starts after it.
+                    await asyncio.sleep(throttled)
+                    deadline += throttled
+                if not self._writable.is_set() and self._error is None:
+                    try:
+                        await self._wait_until(deadline, request, self._writable.wait)
+                    except KafkaTimeoutError as exc:
+                        # A socket that does not drain for a whole timeout is dead; and
+                        # nothing queued behind this request may be written without it.
+                        self._kill(exc)
+                        raise
+                future = self._write(request, version, response_cls, deadline, timeout)
+            except BaseException:
+                if response_cls is not None:
+                    self._slots.release()
+                raise
+        if future is None:
             return None
-        async with self._slots:
-            future = await self._write(request, version, type(request).RESPONSE, timeout_ms)
-            assert future is not None
+        try:
             return await future
+        finally:
+            self._slots.release()
 
-    async def _write(
+    async def _wait_until(
+        self, deadline: float, request: Request, wait: Callable[[], Awaitable[Any]]
+    ) -> None:
+        """Run ``wait()`` until ``deadline``; nothing was written if it runs out."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                await wait()
+        except TimeoutError:
+            if self._error is not None:
+                raise KafkaConnectionError(f"{self} is not open") from self._error
+            raise KafkaTimeoutError(
+                f"{api_name(request.API_KEY)} to {self} could not be sent before its "
+                f"timeout ({self._why_waiting()})"
+            ) from None
+
+    def _why_waiting(self) -> str:
+        if not self._writable.is_set():
+            return "the socket does not drain"
+        return f"{self.in_flight} request(s) in flight fill every slot"
+
+    def _write(
         self,
         request: Request,
         version: int,
         response_cls: type[Response] | None,
-        timeout_ms: int | None,
+        deadline: float,
+        timeout: float,
     ) -> asyncio.Future[Any] | None:
-        if not self._writable.is_set() and self._error is None:
-            await self._writable.wait()
         transport = self._transport
         if self._error is not None or transport is None:
             raise KafkaConnectionError(f"{self} is not open") from self._error
@@ -287,8 +341,7 @@ class BrokerConnection:
         future: asyncio.Future[Any] | None = None
         if response_cls is not None:
             future = loop.create_future()
-            timeout = (timeout_ms or self.config.request_timeout_ms) / 1000
-            timer = loop.call_at(self._last_used + timeout, self._on_timeout, corr, timeout)
+            timer = loop.call_at(deadline, self._on_timeout, corr, timeout)
             self._in_flight[corr] = _Pending(future, response_cls, api_key, version, timer)
         transport.write(buf)
         return future
@@ -328,6 +381,9 @@ class BrokerConnection:
     def _note_throttle(self, response: Response) -> None:
         throttle_ms: int = getattr(response, "throttle_time_ms", 0)
         if throttle_ms > 0:
+            # A broker's throttle never exceeds its quota window; a bigger one is
+            # garbage (one flipped bit), so hold at most one request timeout.
+            throttle_ms = min(throttle_ms, self.config.request_timeout_ms)
             until = asyncio.get_running_loop().time() + throttle_ms / 1000
             self._throttled_until = max(self._throttled_until, until)
             log.debug("%s: throttled by the broker for %d ms", self, throttle_ms)

@@ -3,9 +3,11 @@
 Built for ``asyncio.BufferedProtocol``: the event loop reads straight into the
 buffer ``get_buffer`` hands out. Small frames are parsed out of one reusable scratch
 buffer (one copy each, many frames per read); a frame too large for the scratch gets
-a dedicated buffer of its exact size that the socket then fills directly, so a
-multi-megabyte fetch response is never copied or re-concatenated. Every length is
-checked against ``max_frame_size`` before anything is allocated.
+a dedicated buffer that the socket then fills directly. That buffer starts at
+``big_step`` bytes (1 MiB) and doubles as the bytes arrive, so a peer that announces
+a huge frame and sends little cannot make a connection hold ``max_frame_size``; a
+frame up to ``big_step`` is never copied, a larger one at most once more in total.
+Every length is checked against ``max_frame_size`` before anything is allocated.
 """
 
 from __future__ import annotations
@@ -21,18 +23,32 @@ _MIN_FREE = 4096  # compact the scratch buffer when less than this is free at it
 class FrameAssembler:
     """Turns the bytes of a connection into whole frame payloads (size prefix removed)."""
 
-    __slots__ = ("_big", "_big_filled", "_end", "_max", "_scratch", "_start", "_view")
+    __slots__ = (
+        "_big",
+        "_big_filled",
+        "_big_size",
+        "_end",
+        "_max",
+        "_scratch",
+        "_start",
+        "_step",
+        "_view",
+    )
 
-    def __init__(self, max_frame_size: int, scratch_size: int = 256 * 1024) -> None:
+    def __init__(
+        self, max_frame_size: int, scratch_size: int = 256 * 1024, big_step: int = 1 << 20
+    ) -> None:
         if max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
         self._max = max_frame_size
+        self._step = max(big_step, 1)
         self._scratch = bytearray(max(scratch_size, 2 * _MIN_FREE))
         self._view = memoryview(self._scratch)
         self._start = 0  # first unparsed byte in scratch
         self._end = 0  # one past the last filled byte in scratch
-        self._big: bytearray | None = None
+        self._big: bytearray | None = None  # the large frame being filled
         self._big_filled = 0
+        self._big_size = 0  # its announced size (len(_big) until it has grown to it)
 
     def get_buffer(self) -> memoryview:
         """Where the next read should land (never empty)."""
@@ -49,8 +65,15 @@ class FrameAssembler:
         """Account for ``nbytes`` written into the last buffer; return finished frames."""
         big = self._big
         if big is not None:
-            self._big_filled += nbytes
-            if self._big_filled < len(big):
+            filled = self._big_filled = self._big_filled + nbytes
+            if filled < len(big):
+                return []
+            if filled < self._big_size:
+                # Full but the frame is not: grow. A new buffer, because the event
+                # loop may still hold a view of this one (a view pins its size).
+                grown = bytearray(min(self._big_size, 2 * len(big)))
+                grown[:filled] = big
+                self._big = grown
                 return []
             self._big = None
             return [big]
@@ -71,15 +94,20 @@ class FrameAssembler:
             if size + 4 > len(scratch) - _MIN_FREE:
                 # Too big for the scratch buffer: give it its own buffer, filled in place.
                 have = end - start - 4
-                big = bytearray(size)
+                big = bytearray(min(size, max(self._step, 2 * have)))
                 big[:have] = self._view[start + 4 : end]
-                self._big, self._big_filled = big, have
+                self._big, self._big_filled, self._big_size = big, have, size
                 start = end = 0
             break
         if start == end:
             start = end = 0
         self._start, self._end = start, end
         return frames
+
+    @property
+    def allocated(self) -> int:
+        """Bytes held for a large frame in progress (0 when there is none)."""
+        return 0 if self._big is None else len(self._big)
 
     @property
     def buffered(self) -> int:

@@ -93,9 +93,11 @@ class Accumulator:
         return pq
 
     def _new_batch(self, pq: PartitionQueue) -> ProducerBatch:
+        """A batch for ``pq``, not yet queued: ``_enqueue`` it once a record is in, so
+        an append that raises can never leave an empty batch behind."""
         opts = self.options
         now = self._loop.time()
-        batch = ProducerBatch(
+        return ProducerBatch(
             pq,
             RecordBatchBuilder(
                 batch_size=opts.batch_size,
@@ -107,13 +109,16 @@ class Accumulator:
             now + self._delivery,
             BATCH_HEADER,
         )
+
+    def _enqueue(self, pq: PartitionQueue, batch: ProducerBatch) -> None:
+        if pq.open is not None:
+            pq.open.closed = True
         self.used += BATCH_HEADER
         pq.batches.append(batch)
         pq.open = batch
         self._active[pq] = None
         self.incomplete.add(batch)
         self._wake()
-        return batch
 
     def append(
         self,
@@ -126,14 +131,14 @@ class Accumulator:
     ) -> DeliveryFuture:
         """Add one record (the caller checked its size and waited for memory)."""
         batch = pq.open
-        if batch is None:
-            batch = self._new_batch(pq)
-        delta = batch.builder.append(timestamp, key, value, headers)
+        delta = None if batch is None else batch.builder.append(timestamp, key, value, headers)
         if delta is None:
-            batch.closed = True
+            # no open batch, or it is full: the first record of a new one always fits
             batch = self._new_batch(pq)
             delta = batch.builder.append(timestamp, key, value, headers)
-            assert delta is not None  # the first record always fits
+            assert delta is not None
+            self._enqueue(pq, batch)
+        assert batch is not None
         batch.charge += charge
         self.used += charge
         return DeliveryFuture(
@@ -160,6 +165,7 @@ class Accumulator:
         count)``. The caller checked memory."""
         segments: list[tuple[ProducerBatch, int, int, int]] = []
         batch = pq.open
+        queued = batch is not None
         if batch is None:
             batch = self._new_batch(pq)
         append = batch.builder.append
@@ -171,10 +177,12 @@ class Accumulator:
             if delta is None:
                 if i > seg_start:
                     segments.append((batch, seg_start, first, i - seg_start))
-                batch.charge += charge
-                self.used += charge
-                batch.closed = True
+                    batch.charge += charge
+                    self.used += charge
+                    if not queued:
+                        self._enqueue(pq, batch)
                 batch = self._new_batch(pq)
+                queued = False
                 append = batch.builder.append
                 seg_start, charge = i, 0
                 delta = append(timestamp, key, value, headers)
@@ -184,8 +192,10 @@ class Accumulator:
             charge += charges[i]
         if stop > seg_start:
             segments.append((batch, seg_start, first, stop - seg_start))
-        batch.charge += charge
-        self.used += charge
+            batch.charge += charge
+            self.used += charge
+            if not queued:
+                self._enqueue(pq, batch)
         return segments
 
     # -- draining ---------------------------------------------------------------
@@ -227,6 +237,8 @@ class Accumulator:
             if leader is None:
                 result.leaderless = True
                 continue
+            if pq.in_flight and pq.node != leader:
+                continue  # the leader moved: let what is in flight at the old one settle
             left = left_by_node.get(leader)
             if left is None:
                 left = left_by_node[leader] = capacity(leader)
@@ -252,7 +264,9 @@ class Accumulator:
                         break
                     pq.open = None
                 batches.popleft()
-                self._prepare(pq, batch, idempotent)
+                if not self._prepare(pq, batch, idempotent):
+                    continue
+                pq.node = leader
                 if taken == len(rounds):
                     rounds.append([])
                 rounds[taken].append(batch)
@@ -267,7 +281,9 @@ class Accumulator:
                 result.requests.extend((node, chunk) for chunk in _split(round_, limit))
         return result
 
-    def _prepare(self, pq: PartitionQueue, batch: ProducerBatch, idempotent: bool) -> None:
+    def _prepare(self, pq: PartitionQueue, batch: ProducerBatch, idempotent: bool) -> bool:
+        """Number and build a batch about to be sent; False if it cannot be built (it
+        failed alone: one bad batch must not stop the sender)."""
         batch.closed = True
         if idempotent and batch.sequence == NO_SEQUENCE:
             pq.assign_sequence(batch)
@@ -276,10 +292,20 @@ class Accumulator:
             batch.order = self._order
             self._order += 1
         if batch.payload is None:
-            batch.payload = batch.builder.build()
+            try:
+                batch.payload = batch.builder.build()
+            except Exception as exc:
+                error = KafkaError(
+                    f"cannot build the record batch for {batch.topic}[{batch.partition}]: "
+                    f"{exc!r}"
+                )
+                error.__cause__ = exc
+                self.fail(batch, error)
+                return False
         batch.in_flight = True
         batch.attempts += 1
         pq.in_flight += 1
+        return True
 
     def _expire(self, pq: PartitionQueue, now: float, result: DrainResult) -> None:
         batches = pq.batches
@@ -310,6 +336,7 @@ class Accumulator:
         if batch.in_flight:
             batch.in_flight = False
             pq.in_flight -= 1
+        batch.conn = None
         self.used -= batch.charge
         batch.payload = None
         self._released()
@@ -342,8 +369,23 @@ class Accumulator:
         if batch.in_flight:
             batch.in_flight = False
             pq.in_flight -= 1
+        batch.conn = None
         batch.last_error = error
         batch.retry_at = retry_at
+        pq.requeue(batch)
+        self._active[pq] = None
+
+    def hold_back(self, batch: ProducerBatch) -> None:
+        """An in-flight batch was not written (an earlier batch of its partition is not
+        ahead of it on the same connection): queue it again as if never sent."""
+        if batch not in self.incomplete:
+            return
+        pq = batch.queue
+        if batch.in_flight:
+            batch.in_flight = False
+            pq.in_flight -= 1
+        batch.conn = None
+        batch.attempts -= 1
         pq.requeue(batch)
         self._active[pq] = None
 

@@ -47,6 +47,7 @@ class ProducerBatch:
         "callbacks",
         "charge",
         "closed",
+        "conn",
         "created",
         "deadline",
         "future",
@@ -89,6 +90,8 @@ class ProducerBatch:
         # callback per batch instead of one per record)
         self.callbacks: list[Callable[[], object]] | None = None
         self.last_error: KafkaError | None = None
+        # the connection its current attempt was handed to (order checks); None else
+        self.conn: object | None = None
 
     @property
     def record_count(self) -> int:
@@ -110,6 +113,7 @@ class PartitionQueue:
         "in_flight",
         "needs_reset",
         "next_sequence",
+        "node",
         "open",
         "partition",
         "topic",
@@ -126,6 +130,7 @@ class PartitionQueue:
         self.next_sequence = 0
         self.unresolved: deque[ProducerBatch] = deque()
         self.needs_reset = False
+        self.node = -1  # the broker its in-flight batches went to
 
     # -- idempotence ----------------------------------------------------------
 
@@ -158,6 +163,19 @@ class PartitionQueue:
         self.unresolved.append(batch)
         pid, epoch = self.identity
         batch.builder.set_producer_state(pid, epoch, batch.sequence)
+
+    def follows_on(self, batch: ProducerBatch, conn: object) -> bool:
+        """True if every batch numbered before ``batch`` is in flight on ``conn``.
+
+        Only then may ``batch`` be written to ``conn``: the broker sees one TCP stream
+        in order, while a batch written anywhere else could arrive first (a new leader
+        accepts any first sequence from a producer it has no state for)."""
+        for earlier in self.unresolved:
+            if earlier is batch:
+                return True
+            if not earlier.in_flight or earlier.conn is not conn:
+                return False
+        return True
 
     def is_first_unresolved(self, batch: ProducerBatch) -> bool:
         return bool(self.unresolved) and self.unresolved[0] is batch

@@ -19,6 +19,8 @@ from aiokproto.config import ClientConfig, split_options
 from aiokproto.errors import (
     IllegalStateError,
     InvalidTopicError,
+    KafkaConfigError,
+    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     RecordTooLargeError,
@@ -94,15 +96,61 @@ class _TopicState:
 
 
 def _header_charge(headers: Sequence[Header]) -> int:
+    """The headers' buffer charge; raises ``SerializationError`` unless they are
+    (str, bytes-or-None) pairs, so nothing malformed ever reaches a batch."""
     size = 0
     try:
         for hkey, hvalue in headers:
+            if not isinstance(hkey, str):
+                raise TypeError
+            if hvalue is not None and not isinstance(hvalue, (bytes, bytearray)):
+                raise TypeError
             size += 2 + len(hkey) * 4 + (0 if hvalue is None else len(hvalue))
     except (TypeError, ValueError):
         raise SerializationError(
-            f"headers must be a list of (str, bytes) pairs, not {headers!r}"
+            f"headers must be a list of (str, bytes | None) pairs, not {headers!r}"
         ) from None
     return size
+
+
+def _as_bytes(data: Any, what: str) -> bytes | bytearray:
+    """``data`` (not None and not bytes: the fast path checked) as bytes, or raise."""
+    if isinstance(data, bytearray):
+        return data
+    if isinstance(data, memoryview):
+        return data.tobytes()
+    raise SerializationError(
+        f"the record {what} must be bytes, bytearray, memoryview or None, not "
+        f"{type(data).__name__}; pass {what}_serializer= or encode it yourself"
+    )
+
+
+def _listed_headers(headers: Any) -> list[Header]:
+    try:
+        return list(headers)
+    except TypeError:
+        raise SerializationError(
+            f"headers must be a list of (str, bytes | None) pairs, not {headers!r}"
+        ) from None
+
+
+def _serialize(serializer: Any, data: Any, what: str) -> Any:
+    try:
+        return serializer(data)
+    except Exception as exc:
+        raise SerializationError(f"the {what}_serializer raised {exc!r}") from exc
+
+
+def _check_timestamp(timestamp_ms: Any) -> int:
+    if timestamp_ms is None:
+        return int(_time() * 1000)
+    if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool) or not (
+        -1 <= timestamp_ms < 1 << 63
+    ):
+        raise SerializationError(
+            f"timestamp_ms must be an int (milliseconds since the epoch), not {timestamp_ms!r}"
+        )
+    return timestamp_ms
 
 
 class Producer:
@@ -141,6 +189,8 @@ class Producer:
         # accepting, and records need no serializing: send()'s one check on its fast path
         self._plain = False
         self._closed = False
+        # a batch filled up in the last call: yield once before buffering more
+        self._yield_next = False
 
     def __repr__(self) -> str:
         state = "running" if self._running else "closed" if self._closed else "new"
@@ -199,6 +249,7 @@ class Producer:
         self._closed = True
         acc, sender, client = self._acc, self._sender, self._client
         assert acc is not None and sender is not None and client is not None
+        client.metadata.interrupt_waiters()  # sends waiting for a topic give up now
         timeout = (self.options.delivery_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         acc.closing = True
         sender.wake()
@@ -232,6 +283,10 @@ class Producer:
             raise IllegalStateError("the Producer is stopped; create a new one to send")
         raise IllegalStateError("the Producer is not started; use 'async with' or start()")
 
+    async def _give_sender_a_turn(self) -> None:
+        self._yield_next = False
+        await asyncio.sleep(0)
+
     def _on_fatal(self) -> None:
         self._accepting = self._plain = False
 
@@ -258,35 +313,43 @@ class Producer:
         ``max_request_size``/``buffer_memory`` gets a handle that fails with
         ``RecordTooLargeError`` (nothing else is affected).
         """
+        if self._yield_next:
+            await self._give_sender_a_turn()
         if not self._plain:
             if not self._accepting:
                 self._check_running()
             if self._key_serializer is not None and key is not None:
-                key = self._key_serializer(key)
+                key = _serialize(self._key_serializer, key, "key")
             if self._value_serializer is not None and value is not None:
-                value = self._value_serializer(value)
-        try:
-            vsize = -1 if value is None else len(value)
-            ksize = -1 if key is None else len(key)
-        except TypeError:
-            raise SerializationError(
-                f"key and value must be bytes or None (got {type(key).__name__} and "
-                f"{type(value).__name__}); pass key_serializer/value_serializer"
-            ) from None
+                value = _serialize(self._value_serializer, value, "value")
+        # Every check happens before anything is buffered: a bad record fails alone.
+        if value is not None and value.__class__ is not bytes:
+            value = _as_bytes(value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = _as_bytes(key, "key")
+        vsize = -1 if value is None else len(value)
+        ksize = -1 if key is None else len(key)
         charge = RECORD_CHARGE + vsize + ksize
         if headers:
+            if not isinstance(headers, (list, tuple)):
+                headers = _listed_headers(headers)
             charge += _header_charge(headers)
+        if timestamp_ms.__class__ is not int:
+            timestamp_ms = _check_timestamp(timestamp_ms)
         if charge > self._max_charge:
             return DeliveryFuture.failed(self._too_large(topic, charge))
+        waited = False
         try:
             ts = self._topics[topic]  # cleared by the sender when metadata changes
-        except KeyError:
+        except (KeyError, TypeError):
             ts = await self._topic_state(topic)
+            waited = True
         pq: PartitionQueue | None
         if partition is not None:
-            pq = ts.queues.get(partition)
+            pq = ts.queues.get(partition) if partition.__class__ is int else None
             if pq is None:
                 pq = await self._partition_queue(ts, partition)
+                waited = True
         elif key is None and self._partitioner is None:
             sticky = ts.sticky
             pq = ts.sticky_queue
@@ -299,22 +362,21 @@ class Producer:
         acc = self._acc
         if acc.used + charge > acc.limit:
             await self._wait_for_space(charge)
-        if timestamp_ms is None:
-            timestamp_ms = int(_time() * 1000)
-        try:
-            batch = pq.open
-            if batch is not None:
-                delta = batch.builder.append(timestamp_ms, key, value, headers)
-                if delta is not None:
-                    batch.charge += charge
-                    acc.used += charge
-                    return DeliveryFuture(batch, delta, timestamp_ms, ksize, vsize)
-            handle = acc.append(pq, timestamp_ms, key, value, headers, charge)
-        except TypeError as exc:
-            raise SerializationError(f"cannot encode the record: {exc}") from None
+            waited = True
+        if waited and not self._accepting:
+            self._check_running()  # stopped (or failed) while this call waited
+        batch = pq.open
         if batch is not None:
-            # A batch just filled up: let the sender ship it while we go on buffering.
-            await asyncio.sleep(0)
+            delta = batch.builder.append(timestamp_ms, key, value, headers)
+            if delta is not None:
+                batch.charge += charge
+                acc.used += charge
+                return DeliveryFuture(batch, delta, timestamp_ms, ksize, vsize)
+        handle = acc.append(pq, timestamp_ms, key, value, headers, charge)
+        if batch is not None:
+            # A batch just filled up: the next call lets the sender ship it. Not now:
+            # a cancellation after buffering would make the caller retry a duplicate.
+            self._yield_next = True
         return handle
 
     async def send_and_wait(
@@ -347,91 +409,102 @@ class Producer:
         keys) they go to one partition in as few batches as possible; with keys each
         goes to its key's partition. Returns one awaitable for all: awaiting it gives
         their ``RecordMetadata`` in order, or raises the first delivery error.
+
+        All or nothing: every record is checked, its partition chosen and buffer space
+        waited for before the first one is buffered, so a call that raises (or is
+        cancelled) has buffered nothing and can be retried without duplicates. A call
+        larger than ``buffer_memory`` waits for the buffer to empty, then goes in whole.
         """
+        if self._yield_next:
+            await self._give_sender_a_turn()
         if not self._accepting:
             self._check_running()
-        vals: list[Any] = list(values)
+        try:
+            vals: list[Any] = list(values)
+        except TypeError:
+            raise SerializationError(
+                f"send_batch values must be an iterable, not {type(values).__name__}"
+            ) from None
         if self._value_serializer is not None:
             ser = self._value_serializer
-            vals = [None if v is None else ser(v) for v in vals]
+            vals = [None if v is None else _serialize(ser, v, "value") for v in vals]
+        vals = [v if v is None or v.__class__ is bytes else _as_bytes(v, "value") for v in vals]
         key_list: list[Any] | None = None
         if keys is not None:
-            key_list = list(keys)
+            try:
+                key_list = list(keys)
+            except TypeError:
+                raise SerializationError(
+                    f"send_batch keys must be an iterable, not {type(keys).__name__}"
+                ) from None
             if len(key_list) != len(vals):
                 raise SerializationError(
                     f"send_batch got {len(key_list)} keys for {len(vals)} values"
                 )
             if self._key_serializer is not None:
                 kser = self._key_serializer
-                key_list = [None if k is None else kser(k) for k in key_list]
-        extra = _header_charge(headers) if headers else 0
-        try:
-            charges = [RECORD_CHARGE + extra + (0 if v is None else len(v)) for v in vals]
-            if key_list is not None:
-                charges = [
-                    c + (0 if k is None else len(k))
-                    for c, k in zip(charges, key_list, strict=True)
-                ]
-        except TypeError:
-            raise SerializationError(
-                "send_batch values and keys must be bytes or None; pass serializers"
-            ) from None
+                key_list = [None if k is None else _serialize(kser, k, "key") for k in key_list]
+            key_list = [
+                k if k is None or k.__class__ is bytes else _as_bytes(k, "key") for k in key_list
+            ]
+        extra = 0
+        if headers:
+            if not isinstance(headers, (list, tuple)):
+                headers = _listed_headers(headers)
+            extra = _header_charge(headers)
+        timestamp = _check_timestamp(timestamp_ms)
+        charges = [RECORD_CHARGE + extra + (0 if v is None else len(v)) for v in vals]
+        if key_list is not None:
+            charges = [
+                c + (0 if k is None else len(k)) for c, k in zip(charges, key_list, strict=True)
+            ]
         biggest = max(charges, default=0)
         if biggest > self._max_charge:
             raise self._too_large(topic, biggest)
-        if timestamp_ms is None:
-            timestamp_ms = int(_time() * 1000)
-        ts = self._topics.get(topic)
+        n = len(vals)
+        waited = False
+        ts = self._topics.get(topic) if isinstance(topic, str) else None
         if ts is None:
             ts = await self._topic_state(topic)
-        acc = self._acc
-        assert acc is not None
-        segments: list[Segment] = []
-        n = len(vals)
-        i = unyielded = 0
-        next_part: int | None = None
-        while i < n:
-            # A run of records for one partition that fits the free buffer memory.
-            first = charges[i]
-            if partition is not None:
-                part = partition
-            elif next_part is not None:
-                part = next_part
-            else:
-                part = self._choose(ts, None if key_list is None else key_list[i], first)
-            next_part = None
-            # bounded by free memory, and by _YIELD_BYTES so the sender gets turns
-            free = max(min(acc.limit - acc.used, _YIELD_BYTES), first)
-            j, total = i + 1, first
-            while j < n:
-                charge = charges[j]
-                if total + charge > free:
-                    break
-                if partition is None:
-                    other = self._choose(ts, None if key_list is None else key_list[j], charge)
-                    if other != part:
-                        next_part = other
-                        break
-                total += charge
-                j += 1
-            pq = ts.queues.get(part)
+            waited = True
+        # Every record's partition, before anything is buffered (a partitioner may raise).
+        queues: list[PartitionQueue] = []
+        runs: list[tuple[int, int]] = []  # (start, stop) of consecutive same-partition records
+        if partition is not None:
+            pq = ts.queues.get(partition) if partition.__class__ is int else None
             if pq is None:
-                pq = await self._partition_queue(ts, part)
-            if acc.used + total > acc.limit:
-                await self._wait_for_space(total)
-            try:
-                appended = acc.append_many(
-                    pq, timestamp_ms, key_list, vals, charges, i, j, headers
-                )
-                segments.extend(Segment(*seg) for seg in appended)
-            except TypeError as exc:
-                raise SerializationError(f"cannot encode a record: {exc}") from None
-            i = j
-            unyielded += total
-            if unyielded >= _YIELD_BYTES and i < n:
-                unyielded = 0
-                await asyncio.sleep(0)  # let the sender ship the full batches meanwhile
-        return BatchDelivery(segments, key_list, vals, timestamp_ms)
+                pq = await self._partition_queue(ts, partition)
+                waited = True
+            if n:
+                queues.append(pq)
+                runs.append((0, n))
+        else:
+            last = -1
+            for i in range(n):
+                part = self._choose(ts, None if key_list is None else key_list[i], charges[i])
+                if part != last:
+                    if runs:
+                        runs[-1] = (runs[-1][0], i)
+                    queues.append(ts.queues[part])
+                    runs.append((i, n))
+                    last = part
+        acc = self._acc
+        total = sum(charges)
+        if acc.used + total > acc.limit and acc.used:
+            await self._wait_for_space(min(total, acc.limit))
+            waited = True
+        if waited and not self._accepting:
+            self._check_running()  # stopped (or failed) while this call waited
+        # From here on nothing suspends: the call buffers all of it or (a bug) none.
+        segments: list[Segment] = []
+        for pq, (start, stop) in zip(queues, runs, strict=True):
+            appended = acc.append_many(
+                pq, timestamp, key_list, vals, charges, start, stop, headers
+            )
+            segments.extend(Segment(*seg) for seg in appended)
+        if total >= _YIELD_BYTES or len(segments) > len(runs):
+            self._yield_next = True  # full batches: the next call lets the sender ship
+        return BatchDelivery(segments, key_list, vals, timestamp)
 
     async def flush(self, timeout_ms: int | None = None) -> None:
         """Send everything buffered now, ignoring linger, and wait until each batch is
@@ -489,6 +562,8 @@ class Producer:
             meta.track([topic])
 
         def known(snap: ClusterSnapshot) -> bool:
+            if not self._accepting:
+                return True  # stopped while waiting: give up at once
             info = snap.topics.get(topic)
             if info is not None and info.partitions:
                 return True
@@ -498,6 +573,9 @@ class Producer:
         if not known(snapshot):
             try:
                 snapshot = await meta.wait_for(known, self._max_block)
+            except KafkaConnectionError:
+                self._check_running()
+                raise
             except KafkaTimeoutError:
                 code = meta.topic_errors.get(topic)
                 why = f"; the broker says {for_code(code).__name__}" if code else ""
@@ -506,6 +584,8 @@ class Producer:
                     f"{self.options.max_block_ms} ms (max_block_ms){why}. Create it, or "
                     f"enable auto.create.topics.enable on the brokers"
                 ) from None
+        if not self._accepting:
+            self._check_running()
         code = meta.topic_errors.get(topic)
         if code in _FATAL_TOPIC_ERRORS and topic not in snapshot.topics:
             raise for_code(code)(f"topic {topic!r}")
@@ -518,9 +598,7 @@ class Producer:
 
     async def _partition_queue(self, ts: _TopicState, partition: Any) -> PartitionQueue:
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise UnknownTopicOrPartitionError(
-                f"partition must be a non-negative int, not {partition!r}"
-            )
+            raise KafkaConfigError(f"partition must be an int >= 0 or None, not {partition!r}")
         assert self._client is not None
         try:
             await asyncio.wait_for(self._client.metadata.refresh(), self._max_block)

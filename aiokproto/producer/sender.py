@@ -196,9 +196,14 @@ class Sender:
         self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot
     ) -> None:
         acc = self._acc
+        expiry = _InFlightExpiry(self._loop, batches, self._opts.delivery_timeout_ms)
         try:
             try:
                 conn = await self._client.connection(node, "produce")
+                if acc.idempotent:
+                    batches = self._in_order_on(conn, batches)
+                    if not batches:
+                        return
                 version = conn.version_for(ProduceRequest, _MIN_PRODUCE_VERSION)
                 request, names, ids_known = self._request(batches, snapshot)
                 if version >= _FIRST_TOPIC_ID_VERSION and not ids_known:
@@ -224,8 +229,23 @@ class Sender:
             for batch in batches:
                 acc.fail(batch, error)
         finally:
+            expiry.cancel()
             self._node_in_flight[node] -= 1
             self.wake()
+
+    def _in_order_on(self, conn: object, batches: list[ProducerBatch]) -> list[ProducerBatch]:
+        """The batches that may be written to ``conn`` now (every earlier batch of their
+        partition is already on it); the others are held back, unsent, until the
+        partition's in-flight batches are resolved."""
+        ready: list[ProducerBatch] = []
+        for batch in batches:
+            if batch.queue.follows_on(batch, conn):
+                batch.conn = conn
+                ready.append(batch)
+            else:
+                log.debug("%s: held back until the batches before it are resolved", batch)
+                self._acc.hold_back(batch)
+        return ready
 
     def _request(
         self, batches: list[ProducerBatch], snapshot: ClusterSnapshot
@@ -407,6 +427,47 @@ class Sender:
         finally:
             self._bump_task = None
             self.wake()
+
+
+class _InFlightExpiry:
+    """Tells the senders of a request's batches that ``delivery_timeout_ms`` is over
+    while the request is still out (a slow or throttling broker). The batches stay in
+    flight for the bookkeeping until the request ends (order, sequences, memory); its
+    late answer can no longer change what the caller was told."""
+
+    __slots__ = ("_batches", "_loop", "_timeout_ms", "_timer")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, batches: list[ProducerBatch], timeout_ms: int
+    ) -> None:
+        self._loop = loop
+        self._batches = batches
+        self._timeout_ms = timeout_ms
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _arm(self) -> None:
+        pending = [b.deadline for b in self._batches if not b.future.done()]
+        self._timer = self._loop.call_at(min(pending), self._fire) if pending else None
+
+    def _fire(self) -> None:
+        now = self._loop.time()
+        for batch in self._batches:
+            if batch.deadline <= now and not batch.future.done():
+                batch.future.set_exception(
+                    KafkaTimeoutError(
+                        f"{batch.record_count} record(s) for {batch.topic}[{batch.partition}] "
+                        f"not acknowledged within delivery_timeout_ms={self._timeout_ms} "
+                        "(the request is still out: they may or may not have been written)"
+                    )
+                )
+                batch.future.exception()  # a handle may never be awaited
+        self._arm()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 def _describe(batch: ProducerBatch, part: Any) -> str:

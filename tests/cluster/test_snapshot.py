@@ -7,6 +7,7 @@ import uuid
 from types import MappingProxyType
 
 from aiokproto.cluster.backoff import Backoff
+from aiokproto.cluster.metadata import snapshot_from_response
 from aiokproto.cluster.snapshot import (
     BrokerInfo,
     ClusterSnapshot,
@@ -14,6 +15,12 @@ from aiokproto.cluster.snapshot import (
     TopicInfo,
     apply_leader_hint,
     apply_metadata,
+)
+from aiokproto.protocol.messages.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
 )
 
 TID = uuid.uuid4()
@@ -95,3 +102,42 @@ def test_backoff_grows_exponentially_with_bounded_jitter() -> None:
     assert delays[-1] >= 0.8
     b.succeeded()
     assert b.failures == 0 and b.not_before == 0
+
+
+def _metadata(partitions: list[int], port: int = 9092) -> MetadataResponse:
+    return MetadataResponse(
+        brokers=[
+            MetadataResponseBroker(node_id=1, host="h", port=port),
+            MetadataResponseBroker(node_id=2, host="", port=9092),  # no usable address
+        ],
+        controller_id=1,
+        topics=[
+            MetadataResponseTopic(
+                name="t",
+                topic_id=uuid.UUID(int=7),
+                partitions=[
+                    MetadataResponsePartition(partition_index=i, leader_id=1, leader_epoch=0)
+                    for i in partitions
+                ],
+            )
+        ],
+    )
+
+
+def test_a_topic_whose_partitions_are_not_0_to_n_is_left_out() -> None:
+    # A keyed send maps keys onto 0..n-1: a layout with gaps or repeats is garbage.
+    for bad in ([1, 2], [0, 0], [0, 2], [-1]):
+        snap, errors = snapshot_from_response(ClusterSnapshot(), _metadata(bad), full=False)
+        assert "t" not in snap.topics and errors["t"] != 0, bad
+    old, _ = snapshot_from_response(ClusterSnapshot(), _metadata([0, 1]), full=False)
+    kept, _ = snapshot_from_response(old, _metadata([0, 0]), full=False)
+    assert set(kept.topics["t"].partitions) == {0, 1}  # the last good view stays
+    good, errors = snapshot_from_response(ClusterSnapshot(), _metadata([1, 0, 2]), full=False)
+    assert set(good.topics["t"].partitions) == {0, 1, 2} and not errors
+
+
+def test_brokers_without_a_usable_address_are_left_out() -> None:
+    snap, _ = snapshot_from_response(ClusterSnapshot(), _metadata([0], port=70000), full=False)
+    assert dict(snap.brokers) == {}
+    snap, _ = snapshot_from_response(ClusterSnapshot(), _metadata([0]), full=False)
+    assert list(snap.brokers) == [1]

@@ -63,3 +63,25 @@ def test_impossible_length_fails_before_allocating(size: int) -> None:
     buf[:4] = struct.pack(">i", size)
     with pytest.raises(KafkaProtocolError, match="frame length"):
         asm.buffer_updated(4)
+
+
+def test_a_lying_length_does_not_allocate_the_announced_size() -> None:
+    # A peer announces 64 MiB and sends 100 bytes: hold about what arrived, not 64 MiB.
+    asm = FrameAssembler(128 << 20, scratch_size=65536)
+    buf = asm.get_buffer()
+    head = struct.pack(">i", 64 << 20) + b"x" * 100
+    buf[: len(head)] = head
+    assert asm.buffer_updated(len(head)) == []
+    assert 0 < asm.allocated <= 1 << 20
+    assert asm.buffered == 100
+
+
+@settings(max_examples=50, deadline=None)
+@given(cuts=st.lists(st.integers(1, 70000), min_size=1, max_size=40))
+def test_a_large_frame_grows_in_steps_and_arrives_whole(cuts: list[int]) -> None:
+    payload = bytes(range(251)) * 2000  # ~500 KB, far above the 4 KiB first step
+    frames = [payload, b"after"]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    asm = FrameAssembler(1 << 20, scratch_size=16384, big_step=4096)
+    assert feed(asm, stream, cuts) == frames
+    assert asm.allocated == 0 and asm.buffered == 0

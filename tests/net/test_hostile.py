@@ -21,7 +21,11 @@ from aiokproto.protocol.messages.api_versions import (
     ApiVersionsResponse,
     ApiVersionsResponseApiVersion,
 )
-from aiokproto.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from aiokproto.protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+)
 from tests.clients import client_for
 from tests.fake_broker import FakeBroker, Received, Reply
 
@@ -220,8 +224,9 @@ def throttling(ms: int):  # type: ignore[no-untyped-def]
 
 
 async def test_throttle_time_holds_back_the_next_request_kip219() -> None:
+    config = ConnectionConfig(request_timeout_ms=1000, socket_connection_setup_timeout_ms=1000)
     async with FakeBroker(throttling(400)) as fake:
-        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+        async with BrokerConnection(fake.host, fake.port, config) as conn:
             await conn.send(MetadataRequest())
             answered = time.monotonic()
             assert 0.2 < conn.throttled_for <= 0.4
@@ -237,3 +242,62 @@ async def test_throttle_time_of_old_versions_is_the_brokers_business() -> None:
         async with BrokerConnection(fake.host, fake.port, FAST) as conn:
             await conn.send(MetadataRequest(), 5)
             assert conn.throttled_for == 0
+
+
+async def test_a_huge_throttle_time_is_capped_at_the_request_timeout() -> None:
+    # One flipped bit in throttle_time_ms must not park the connection for weeks.
+    async with FakeBroker(throttling(0x7FFFFFFF)) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            await conn.send(MetadataRequest())
+            assert 0.2 < conn.throttled_for <= 0.3  # FAST's request_timeout_ms
+            began = time.monotonic()
+            async with asyncio.timeout(2):
+                await conn.send(MetadataRequest())
+            assert time.monotonic() - began < 0.6
+
+
+async def test_requests_are_written_in_call_order_while_throttled() -> None:
+    # Waiting out a throttle must not let a later request overtake an earlier one:
+    # equal timer deadlines do not wake in a fixed order.
+    config = ConnectionConfig(request_timeout_ms=2000, socket_connection_setup_timeout_ms=1000)
+    async with FakeBroker(throttling(200)) as fake:
+        async with BrokerConnection(fake.host, fake.port, config) as conn:
+            await conn.send(MetadataRequest())
+            sends = [
+                asyncio.ensure_future(
+                    conn.send(MetadataRequest(topics=[MetadataRequestTopic(name=f"t{i}")]))
+                )
+                for i in range(20)
+            ]
+            await asyncio.gather(*sends)
+        names = [
+            r.request.topics[0].name for r in fake.received if r.api_key == 3 and r.request.topics
+        ]
+        assert names == [f"t{i}" for i in range(20)]
+
+
+async def test_a_slot_wait_is_bounded_by_the_request_timeout() -> None:
+    # A broker that never answers fills every in-flight slot; the next request gives up
+    # at its own timeout with a typed error and without being written.
+    config = ConnectionConfig(
+        request_timeout_ms=300,
+        socket_connection_setup_timeout_ms=1000,
+        max_in_flight_requests_per_connection=1,
+    )
+
+    def silent_metadata(rec: Received) -> Reply | None:
+        return Reply("silent") if rec.api_key == 3 else None
+
+    async with FakeBroker(silent_metadata) as fake:
+        conn = BrokerConnection(fake.host, fake.port, config)
+        await conn.open()
+        first = asyncio.ensure_future(conn.send(MetadataRequest(), timeout_ms=5000))
+        await asyncio.sleep(0)
+        began = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="could not be sent"):
+            await conn.send(MetadataRequest())
+        assert time.monotonic() - began < 1
+        assert sum(1 for r in fake.received if r.api_key == 3) == 1
+        conn.close()
+        with pytest.raises(KafkaConnectionError):
+            await first

@@ -256,3 +256,138 @@ async def test_silent_broker_expires_records_after_delivery_timeout() -> None:
                 await asyncio.wait_for(handle, 10)
             assert time.monotonic() - began < 5
             assert len(fake.produces) >= 2  # it was retried in between
+
+
+def buffered_records(p: Producer) -> int:
+    assert p._acc is not None
+    return sum(b.record_count for b in p._acc.incomplete)
+
+
+async def test_a_cancelled_send_batch_has_buffered_nothing() -> None:
+    # A silent broker keeps the buffer full: send_batch waits for space, is cancelled,
+    # and must leave nothing behind (the caller will retry it).
+    async with FakeCluster(lambda rec, n: Reply("silent")) as fake:
+        p = Producer(
+            bootstrap_servers=fake.bootstrap,
+            buffer_memory=20_000,
+            max_block_ms=5000,
+            batch_size=2048,
+            linger_ms=0,
+            acks=1,
+            **FAST,
+        )
+        await p.start()
+        try:
+            assert p._acc is not None
+            while p._acc.used + 1100 <= 20_000:
+                await p.send(TOPIC, b"x" * 1000)
+            used, records = p._acc.used, buffered_records(p)
+            call = asyncio.ensure_future(p.send_batch(TOPIC, [b"y" * 1000] * 10))
+            await asyncio.sleep(0.2)
+            assert not call.done()  # waiting for buffer space
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            assert (p._acc.used, buffered_records(p)) == (used, records)
+            # and a call that cannot get space in time fails typed, also buffering nothing
+            with pytest.raises(KafkaTimeoutError, match="buffer_memory"):
+                await p.send_batch(TOPIC, [b"z" * 1000] * 10)
+            assert (p._acc.used, buffered_records(p)) == (used, records)
+        finally:
+            await p.stop(timeout_ms=100)
+
+
+async def test_a_send_is_never_cancelled_after_it_buffered_its_record() -> None:
+    # A send that fills a batch used to yield once *after* buffering: a cancellation
+    # there raised CancelledError for a record that would still be delivered.
+    async with FakeCluster(lambda rec, n: Reply("silent")) as fake:  # nothing completes
+        async with Producer(
+            bootstrap_servers=fake.bootstrap, batch_size=512, linger_ms=1000, **FAST
+        ) as p:
+            for attempt in range(40):
+                before = buffered_records(p)
+                task = asyncio.ensure_future(p.send(TOPIC, b"%03d" % attempt * 40))
+                await asyncio.sleep(0)  # let it run up to its first suspension
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    assert buffered_records(p) == before, f"attempt {attempt}"
+            await p.stop(timeout_ms=100)
+
+
+async def test_send_and_wait_never_outlives_delivery_timeout() -> None:
+    # The broker answers each Produce after 1.8 s (within the request's own timeout):
+    # the caller hears about the 1 s delivery timeout at 1 s, not when the answer comes.
+    async def script(rec: Received) -> Reply | None:
+        if rec.api_key == 0:
+            fake.produces.append(rec)
+            await asyncio.sleep(1.8)
+            return Reply(response=fake.answer(rec, 0))
+        return fake.script(rec)
+
+    fake = FakeCluster()
+    fake.broker.script = script
+    async with fake:
+        async with Producer(
+            bootstrap_servers=fake.bootstrap,
+            request_timeout_ms=1000,
+            delivery_timeout_ms=1000,
+            linger_ms=0,
+            **FAST,
+        ) as p:
+            began = time.monotonic()
+            with pytest.raises(KafkaTimeoutError, match="delivery_timeout_ms"):
+                await p.send_and_wait(TOPIC, b"v")
+            assert time.monotonic() - began < 1.5
+
+
+async def test_a_huge_throttle_does_not_stretch_delivery() -> None:
+    # One flipped bit in throttle_time_ms (2**31-1 ms) must not park later sends.
+    def script(rec: Received, n: int) -> Reply | None:
+        if n == 1:
+            answer = fake.answer(rec, 0)
+            answer.throttle_time_ms = 0x7FFFFFFF
+            return Reply(response=answer)
+        return None
+
+    async with FakeCluster() as fake:
+        fake.on_produce = script
+        async with Producer(
+            bootstrap_servers=fake.bootstrap,
+            request_timeout_ms=1000,
+            delivery_timeout_ms=2000,
+            linger_ms=0,
+            **FAST,
+        ) as p:
+            await p.send_and_wait(TOPIC, b"first")
+            began = time.monotonic()
+            async with asyncio.timeout(5):
+                try:
+                    await p.send_and_wait(TOPIC, b"second")
+                except KafkaTimeoutError:
+                    pass  # a typed error in time is fine; a hang is not
+            assert time.monotonic() - began < 2.5
+
+
+async def test_metadata_with_impossible_partition_numbers_is_a_typed_error() -> None:
+    # Partitions 1 and 2 but no 0: a keyed send used to raise a bare KeyError.
+    fake = FakeCluster()
+
+    def script(rec: Received) -> Reply | None:
+        if rec.api_key == 3:
+            answer = fake.metadata()
+            answer.topics[0].partitions = [
+                MetadataResponsePartition(
+                    partition_index=i, leader_id=fake.broker.node_id, leader_epoch=0
+                )
+                for i in (1, 2)
+            ]
+            return Reply(response=answer)
+        return fake.script(rec)
+
+    fake.broker.script = script
+    async with fake:
+        async with Producer(bootstrap_servers=fake.bootstrap, max_block_ms=500, **FAST) as p:
+            with pytest.raises(KafkaTimeoutError, match="not present in metadata"):
+                await p.send(TOPIC, b"v", key=b"some key")
