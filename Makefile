@@ -47,11 +47,20 @@ define run_pytest
 	exit $$rc
 endef
 
+# Tests that run again on uvloop (the loop uvicorn[standard] installs): connections,
+# producer, consumer, groups, admin and the examples.
+UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/producer/test_producer_broker.py \
+	tests/producer/test_producer_guarantees.py tests/producer/test_producer_order.py \
+	tests/consumer/test_consume_basic.py tests/consumer/test_consume_group_e2e.py \
+	tests/consumer/test_fetch_broker.py tests/admin/test_admin_topics.py tests/examples
+
 # The whole suite on Kafka 4.3.1 (tests that take `kafka_any` also run on 3.9.1), then
-# the admin, connection, producer and fetch integration tests again on Kafka 3.9.1.
+# the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,
+# then a slice on uvloop.
 test: venv jars lint typecheck codegen-check
 	$(call run_pytest,$(PYTEST_ARGS))
 	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py $(PYTEST_ARGS))
+	$(call run_pytest,--event-loop uvloop -m "not slow" $(UVLOOP_SLICE) $(PYTEST_ARGS))
 
 test-fast: venv
 	$(PY) -m pytest -q -x -m "not cluster and not slow" $(PYTEST_ARGS)

@@ -12,13 +12,18 @@ Fixtures (all brokers start lazily, on first use, and live for the session):
 * ``kafka_cluster``: a 3-node cluster (tests may stop/kill/restart nodes; stopped nodes
   are restarted before the next test).
 * ``topic_name``: a unique topic name per test.
+
+``--event-loop uvloop`` (or ``$AIOKPROTO_EVENT_LOOP=uvloop``) runs every async test on
+uvloop instead of asyncio's own loop; ``event_loop_name`` tells a test which one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
@@ -76,6 +81,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Apache Kafka version for the 'kafka' fixture "
         "(default: $AIOKPROTO_KAFKA_VERSION or 4.3.1)",
     )
+    group.addoption(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default=None,
+        help="event loop for async tests (default: $AIOKPROTO_EVENT_LOOP or asyncio)",
+    )
+
+
+EVENT_LOOPS = ("asyncio", "uvloop")
+
+
+def selected_event_loop(config: pytest.Config) -> str:
+    option = config.getoption("--event-loop", default=None)
+    name = option if isinstance(option, str) else os.environ.get("AIOKPROTO_EVENT_LOOP")
+    name = name or "asyncio"
+    if name not in EVENT_LOOPS:
+        raise pytest.UsageError(f"unknown event loop {name!r}; choose from {EVENT_LOOPS}")
+    return name
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """pytest-asyncio's hook: the one loop factory every async test runs on."""
+    if selected_event_loop(config) == "uvloop":
+        import uvloop
+
+        return {"uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}
+
+
+@pytest.fixture(scope="session")
+def event_loop_name(pytestconfig: pytest.Config) -> str:
+    """``asyncio`` or ``uvloop``: the loop async tests (and examples) run on."""
+    return selected_event_loop(pytestconfig)
 
 
 def pytest_configure(config: pytest.Config) -> None:

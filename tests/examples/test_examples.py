@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,21 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def run_example(kafka: Any, *args: str, timeout: float = 180) -> str:
+@pytest.fixture
+def run_example(kafka: Any, event_loop_name: str) -> Callable[..., str]:
+    """Run an example script against the session's broker, on the selected event loop."""
+
+    def run(*args: str, timeout: float = 180) -> str:
+        return _run(kafka, event_loop_name, *args, timeout=timeout)
+
+    return run
+
+
+def _run(kafka: Any, loop: str, *args: str, timeout: float = 180) -> str:
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    runner = ["-m", "tests.examples.on_uvloop"] if loop == "uvloop" else []
     done = subprocess.run(
-        [sys.executable, *args],
+        [sys.executable, *runner, *args],
         cwd=EXAMPLES.parent,
         env=env,
         capture_output=True,
@@ -28,27 +40,42 @@ def run_example(kafka: Any, *args: str, timeout: float = 180) -> str:
     return done.stdout
 
 
-def test_quickstart(kafka: Any) -> None:
-    out = run_example(kafka, "examples/quickstart.py")
+def test_quickstart(run_example: Callable[..., str]) -> None:
+    out = run_example("examples/quickstart.py")
     assert out.count("produced to quickstart-events") == 10
     assert "committed" in out
 
 
-def test_consumer_service(kafka: Any) -> None:
-    run_example(kafka, "examples/consumer_service.py")
+def test_consumer_service(run_example: Callable[..., str]) -> None:
+    run_example("examples/consumer_service.py")
 
 
-def test_ingest_service_load(kafka: Any) -> None:
+def test_ingest_service_load(run_example: Callable[..., str]) -> None:
     pytest.importorskip("uvicorn")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    out = run_example(kafka, "examples/ingest_service.py", "--load", "2000", "--port", str(port))
+    out = run_example("examples/ingest_service.py", "--load", "2000", "--port", str(port))
     assert "2000" in out
 
 
 @pytest.mark.slow
-def test_spark_pipeline(kafka: Any) -> None:
+def test_spark_pipeline(run_example: Callable[..., str]) -> None:
     pytest.importorskip("pyspark")
-    out = run_example(kafka, "examples/spark_pipeline.py", timeout=400)
+    out = run_example("examples/spark_pipeline.py", timeout=400)
     assert "totals match the events that were sent" in out
+
+
+def test_examples_use_the_selected_loop(
+    run_example: Callable[..., str], event_loop_name: str, tmp_path: Path
+) -> None:
+    # The runner really swaps the loop: a script reports what asyncio.run gave it.
+    script = tmp_path / "which_loop.py"
+    script.write_text(
+        "import asyncio\n"
+        "async def main():\n"
+        "    print(type(asyncio.get_running_loop()).__module__)\n"
+        "asyncio.run(main())\n"
+    )
+    out = run_example(str(script))
+    assert out.strip().split(".")[0] == event_loop_name

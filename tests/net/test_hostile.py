@@ -229,11 +229,11 @@ async def test_throttle_time_holds_back_the_next_request_kip219() -> None:
         async with BrokerConnection(fake.host, fake.port, config) as conn:
             await conn.send(MetadataRequest())
             answered = time.monotonic()
-            assert 0.2 < conn.throttled_for <= 0.4
+            assert 0.2 < conn.throttled_for <= 0.41  # uvloop keeps time in whole ms
             await conn.send(MetadataRequest())
             # the second request left only after the broker's throttle time
             assert time.monotonic() - answered >= 0.35
-            assert conn.throttled_for == 0
+            assert conn.throttled_for < 0.002  # (uvloop: whole ms)
 
 
 async def test_throttle_time_of_old_versions_is_the_brokers_business() -> None:
@@ -249,7 +249,7 @@ async def test_a_huge_throttle_time_is_capped_at_the_request_timeout() -> None:
     async with FakeBroker(throttling(0x7FFFFFFF)) as fake:
         async with BrokerConnection(fake.host, fake.port, FAST) as conn:
             await conn.send(MetadataRequest())
-            assert 0.2 < conn.throttled_for <= 0.3  # FAST's request_timeout_ms
+            assert 0.2 < conn.throttled_for <= 0.31  # FAST's request_timeout_ms
             began = time.monotonic()
             async with asyncio.timeout(2):
                 await conn.send(MetadataRequest())
