@@ -2,6 +2,7 @@
 
 from aiokproto.consumer.consumer import Consumer
 from aiokproto.consumer.errors import (
+    ConsumerStoppedError,
     NoGroupError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeConsumerError,
@@ -16,6 +17,7 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "ConsumerStoppedError",
     "NoGroupError",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",

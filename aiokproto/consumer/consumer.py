@@ -17,7 +17,11 @@ from typing import TYPE_CHECKING, Any
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.config import split_options
 from aiokproto.consumer.config import CONSUMER_OPTIONS, ConsumerConfig, group_option_names
-from aiokproto.consumer.errors import NoGroupError, NoOffsetForPartitionError
+from aiokproto.consumer.errors import (
+    ConsumerStoppedError,
+    NoGroupError,
+    NoOffsetForPartitionError,
+)
 from aiokproto.consumer.fetcher import Fetcher, wait_event
 from aiokproto.consumer.listener import ConsumerRebalanceListener
 from aiokproto.consumer.offsets import EARLIEST, LATEST, OffsetClient
@@ -121,6 +125,9 @@ class Consumer:
             return
         self._drop_pending()
         self._state = "stopping"
+        # Callers waiting for records get their answer now, not when shutdown ends:
+        # async for ends, getone()/getmany() raise ConsumerStoppedError.
+        self._fetcher.release_waiters()
         await self._shutdown(timeout_ms)
 
     close = stop
@@ -141,6 +148,8 @@ class Consumer:
 
     def _check_running(self) -> None:
         if self._state != "running":
+            if self._state in ("stopping", "stopped"):
+                raise ConsumerStoppedError(f"the consumer is {self._state}")
             raise IllegalStateError(
                 f"the consumer is {self._state}; use 'async with Consumer(...)' or start()"
             )
@@ -234,6 +243,7 @@ class Consumer:
                     await self._ensure_positions()
                     if state.position is None or state.reset is not None:
                         await waiter.wait()
+                        self._check_running()
         except TimeoutError:
             raise KafkaTimeoutError(
                 f"the position of {tp} was not resolved within {timeout * 1000:.0f} ms"
@@ -414,13 +424,17 @@ class Consumer:
             if remaining <= 0:
                 return {}
             await wait_event(waiter, remaining)
+            self._check_running()
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """The next record (of ``partitions`` if given), waiting as long as it takes."""
         self._check_running()
         only = self._only(partitions)
         if only is None:
-            return await self.__anext__()
+            try:
+                return await self.__anext__()
+            except StopAsyncIteration:
+                raise ConsumerStoppedError(f"the consumer is {self._state}") from None
         if self._pending_index < len(self._pending):
             got = self._pending_as_dict(1, only)
             for recs in got.values():
@@ -432,6 +446,7 @@ class Consumer:
             for recs in out.values():
                 return recs[0]
             await waiter.wait()
+            self._check_running()
 
     def __aiter__(self) -> Consumer:
         return self
@@ -446,6 +461,8 @@ class Consumer:
 
     async def _refill(self) -> ConsumerRecord:
         if self._state != "running":
+            if self._state == "new":
+                self._check_running()
             raise StopAsyncIteration
         if self._pending_version != self._subs.assignment_version:
             self._drop_unassigned_pending()
@@ -469,6 +486,8 @@ class Consumer:
             if self._state != "running":
                 raise StopAsyncIteration
             await waiter.wait()
+            if self._state != "running":
+                raise StopAsyncIteration
 
     # -- internals --------------------------------------------------------------------------
 

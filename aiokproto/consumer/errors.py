@@ -46,5 +46,10 @@ class RecordDeserializationError(KafkaError):
         )
 
 
+class ConsumerStoppedError(IllegalStateError):
+    """The consumer was stopped: ``getone``/``getmany`` (also ones waiting when
+    ``stop()`` was called) raise this; ``async for`` just ends."""
+
+
 class NoGroupError(IllegalStateError):
     """A group operation (commit, committed) on a consumer created without ``group_id``."""

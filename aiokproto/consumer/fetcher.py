@@ -8,9 +8,12 @@ session, for the partitions that have no buffered data; while the application wo
 through one partition's data, the broker's other partitions keep being fetched. A
 partition is fetched again as soon as its buffered data has been handed out.
 
-Memory: at most one response's worth of data per partition is buffered (bounded by
-``max_partition_fetch_bytes``, except a single batch larger than that), plus one
-response in flight per broker (bounded by ``fetch_max_bytes``).
+Memory: at most PREFETCH_DEPTH responses' worth of data per partition is buffered
+(each bounded by ``max_partition_fetch_bytes``, except a single batch larger than
+that), plus one response in flight per broker (bounded by ``fetch_max_bytes``).
+Buffered data never pins much more than itself: a partition's slice of a response is
+kept in place only when it is at least half of the response, else copied out, so a
+small remainder cannot hold a whole ``fetch_max_bytes`` response alive.
 
 Every task belongs to the fetcher; an unexpected failure in one is raised to the
 application's next ``getmany``/``getone``; broker errors for one partition are handled
@@ -61,6 +64,17 @@ _STALE_LEADER = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
 PREFETCH_DEPTH = 2
 _MIN_FETCH_VERSION = 4  # isolation level, last stable offset, aborted transactions
 _TOPIC_ID_FETCH_VERSION = 13
+
+
+def own_bytes(view: memoryview) -> memoryview:
+    """``view`` itself when it is at least half of the buffer it slices, else a copy.
+
+    Zero-copy slices keep their whole response alive; at most one partition's data can
+    be half of a response, so what is pinned stays under twice what is buffered."""
+    base = view.obj
+    if isinstance(base, (bytes, bytearray)) and 2 * len(view) < len(base):
+        return memoryview(view.tobytes())
+    return view
 
 
 class _Wakeup:
@@ -121,6 +135,10 @@ class Fetcher:
         self._oversized: dict[TopicPartition, int] = {}
         self._tracked: frozenset[str] = frozenset()
         self._closed = False
+        #: how many times the manager task planned (a test sees it idle, not spinning)
+        self.planning_rounds = 0
+        #: partition answers thrown away because the partition moved while fetching
+        self.discarded = 0
         subscription.add_change_listener(self._subscription_changed)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -130,6 +148,7 @@ class Fetcher:
 
     async def close(self) -> None:
         self._closed = True
+        self._data.set()  # no waiter outlives the fetcher
         tasks = [t for t in (self._task, *self._node_tasks.values()) if t is not None]
         for task in tasks:
             task.cancel()
@@ -163,6 +182,10 @@ class Fetcher:
 
     def data_waiter(self) -> asyncio.Event:
         return self._data.waiter()
+
+    def release_waiters(self) -> None:
+        """Wake everyone waiting for data (they re-check whether to go on)."""
+        self._data.set()
 
     def has_data(self) -> bool:
         return bool(self._buffer)
@@ -281,13 +304,28 @@ class Fetcher:
             if unroutable or retry:
                 metadata.request_refresh()
                 timeout = backoff
-            if self._backoff_until:
-                now = asyncio.get_running_loop().time()
-                soonest = min(self._backoff_until.values()) - now
-                timeout = max(0.0, min(timeout if timeout is not None else soonest, soonest))
+            soonest = self._next_backoff_end()
+            if soonest is not None:
+                timeout = soonest if timeout is None else min(timeout, soonest)
+            self.planning_rounds += 1
             await wait_event(waiter, timeout)
             if timeout is not None and not waiter.is_set():
                 self.wake()  # back-offs ended: let the broker loops look again
+
+    def _next_backoff_end(self) -> float | None:
+        """Seconds until the next partition back-off ends (None: none pending).
+
+        Ended back-offs and those of partitions no longer assigned are dropped here:
+        one left behind would read as "due now" forever and spin this loop."""
+        backoff = self._backoff_until
+        if not backoff:
+            return None
+        now = asyncio.get_running_loop().time()
+        states = self.subs.states()
+        for tp, until in list(backoff.items()):
+            if until <= now or tp not in states:
+                del backoff[tp]
+        return min(backoff.values()) - now if backoff else None
 
     def _sync_tracking(self) -> None:
         topics = frozenset(tp.topic for tp in self.subs.assigned())
@@ -328,6 +366,11 @@ class Fetcher:
                 continue
             last_epoch = state.leader_epoch
             queue = buffer.get(tp)
+            if queue and (queue[0].state is not state or queue[0].next_offset != position):
+                # seeked (or reassigned) since it was fetched: that data will never be
+                # handed out, so drop it now and fetch from the new position
+                del buffer[tp]
+                queue = None
             if queue:
                 # prefetch: continue where the buffered data ends
                 tail = queue[-1]
@@ -521,11 +564,13 @@ class Fetcher:
                         or queue[0].state is not state
                         or state.position != queue[0].next_offset
                     ):
+                        self.discarded += 1
                         continue  # seeked while the fetch was out
                     if p.error_code or p.diverging_epoch.epoch >= 0:
                         # a prefetch: sort it out once the data before it is handed out
                         continue
                 elif state.position != spec.fetch_offset:
+                    self.discarded += 1
                     continue  # seeked while the fetch was out
                 if p.error_code:
                     self._partition_error(node, tp, state, spec, p, response)
@@ -549,7 +594,7 @@ class Fetcher:
                 records = p.records
                 if not records:
                     continue
-                view = memoryview(records)
+                view = own_bytes(memoryview(records))
                 cut = first_batch_size(view)
                 if cut is not None:
                     # a batch larger than we allowed: ask for at least its size next time

@@ -208,3 +208,13 @@ def test_scan_end_reads_only_headers() -> None:
     assert scan_end(memoryview(bytes(builder.build()))) == (3, -1)
     fd = fetched(data)
     assert (fd.end_offset, fd.end_epoch) == (8, 3)
+
+
+def test_a_small_slice_of_a_big_answer_is_copied_a_big_one_is_not() -> None:
+    from aiokproto.consumer.fetcher import own_bytes
+
+    frame = bytearray(1000)
+    small = own_bytes(memoryview(frame)[100:300])
+    assert small.obj is not frame and bytes(small) == bytes(200)  # would pin 5x itself
+    big = own_bytes(memoryview(frame)[100:700])
+    assert big.obj is frame  # most of the answer: kept in place
