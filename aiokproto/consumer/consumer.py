@@ -77,6 +77,7 @@ class Consumer:
         self._client = ClusterClient(client_config)
         self._subs = SubscriptionState()
         self._subs.not_yet_consumed = self._not_yet_consumed
+        self._subs.on_revoking = self._drop_revoking
         self._offsets = OffsetClient(self._client, isolation_level=self._config.isolation)
         self._fetcher = Fetcher(self._client, self._subs, self._config, self._offsets)
         self._group: GroupCoordinator | None = None
@@ -359,8 +360,17 @@ class Consumer:
         *,
         timeout_ms: int | None = None,
     ) -> None:
-        """Commit ``offsets`` (next offsets to consume), or every consumed position."""
-        group = self._need_group("commit()")
+        """Commit ``offsets`` (next offsets to consume), or every consumed position.
+
+        Works in a rebalance listener (also during ``stop()``): partitions being
+        revoked are committed in the generation that still owns them. Without
+        ``offsets``, ``CommitFailedError`` names partitions the group took away after
+        records of theirs were handed out but before they were committed (what is
+        still owned is committed first).
+        """
+        group = self._group
+        if group is None or not (self._state == "stopping" and group.revoking):
+            group = self._need_group("commit()")
         checked: dict[TopicPartition, OffsetAndMetadata] | None = None
         if offsets is not None:
             checked = {}
@@ -528,6 +538,11 @@ class Consumer:
             rest = [r for r in rest if (r[0], r[1]) not in partitions]
         self._pending = rest
         self._pending_index = 0
+
+    def _drop_revoking(self, partitions: frozenset[TopicPartition]) -> None:
+        """The group takes ``partitions`` back: records of theirs not yet handed out
+        are forgotten (positions rewound), so none is handed out after the commit."""
+        self._drop_pending(set(partitions))
 
     def _drop_unassigned_pending(self) -> None:
         assigned = self._subs.assigned()

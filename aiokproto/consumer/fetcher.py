@@ -236,7 +236,7 @@ class Fetcher:
                 del buffer[tp]  # unassigned or seeked since it was fetched
                 freed = True
                 continue
-            if state.paused:
+            if state.paused or state.revoking:
                 continue
             parts: list[list[ConsumerRecord]] = []
             got = 0
@@ -351,6 +351,7 @@ class Fetcher:
             if (
                 position is None
                 or state.paused
+                or state.revoking
                 or state.reset is not None
                 or state.validate_epoch
                 or tp in in_flight

@@ -13,7 +13,7 @@ invalidates buffered data for that partition the same way.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 from aiokproto.consumer.listener import ConsumerRebalanceListener
@@ -28,6 +28,7 @@ class PartitionState:
     """One assigned partition: position and what the last fetch told us about it."""
 
     __slots__ = (
+        "base",
         "highwater",
         "last_stable_offset",
         "leader_epoch",
@@ -37,6 +38,7 @@ class PartitionState:
         "preferred_replica",
         "preferred_until",
         "reset",
+        "revoking",
         "seeks",
         "validate_epoch",
     )
@@ -60,6 +62,11 @@ class PartitionState:
         # counts seeks and resets: an error tied to a position is over once it moves,
         # even to the same offset
         self.seeks = 0
+        # the position as of the last commit, seek or reset: position != base means
+        # records were handed out that no commit covers yet
+        self.base: int | None = None
+        # being given back to the group: nothing is fetched or handed out any more
+        self.revoking = False
 
     @property
     def fetchable(self) -> bool:
@@ -68,6 +75,7 @@ class PartitionState:
             and not self.paused
             and self.reset is None
             and not self.validate_epoch
+            and not self.revoking
         )
 
     def __repr__(self) -> str:
@@ -124,6 +132,11 @@ class SubscriptionState:
         #: set by the consumer: {tp: (offset, leader epoch)} of the first record taken
         #: from the fetcher but not yet handed to the application, per partition
         self.not_yet_consumed: Callable[[], dict[TopicPartition, tuple[int, int]]] | None = None
+        #: set by the consumer: forget records of these partitions taken from the
+        #: fetcher but not handed out yet (rewinding their positions)
+        self.on_revoking: Callable[[frozenset[TopicPartition]], None] | None = None
+        # states that left the assignment with records handed out but not committed
+        self._retired: dict[TopicPartition, PartitionState] = {}
 
     def add_change_listener(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` (synchronously) after the assignment changes or a partition
@@ -204,6 +217,7 @@ class SubscriptionState:
         """Drop the subscription or manual assignment and every position."""
         if self._kind in ("topics", "pattern"):
             self.version += 1
+        self._retired.clear()
         self._kind = "none"
         self._topics = frozenset()
         self._pattern = None
@@ -257,13 +271,17 @@ class SubscriptionState:
         """
         tps = _check_partitions(partitions)
         if self._kind in ("topics", "pattern"):
-            self._set_assignment(tps)
+            self._set_assignment(tps, retire=True)
 
-    def _set_assignment(self, tps: frozenset[TopicPartition]) -> None:
+    def _set_assignment(self, tps: frozenset[TopicPartition], *, retire: bool = False) -> None:
         if tps == self._assigned:
             return
         states = self._states
         self._states = {tp: states.get(tp) or PartitionState() for tp in tps}
+        if retire:  # the group took them: remember any consumption no commit covers
+            for tp, state in states.items():
+                if tp not in tps and state.position is not None and state.position != state.base:
+                    self._retired[tp] = state
         self._assigned = tps
         self.assignment_version += 1
         self._changed()
@@ -295,7 +313,7 @@ class SubscriptionState:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise KafkaConfigError(f"seek offset must be an int >= 0, not {offset!r}")
         state = self._state(tp)
-        state.position = offset
+        state.position = state.base = offset
         state.leader_epoch = leader_epoch
         state.seeks += 1
         state.reset = None
@@ -318,7 +336,7 @@ class SubscriptionState:
         state = self._states.get(tp)
         if state is None or state.reset != strategy:
             return False
-        state.position = offset
+        state.position = state.base = offset
         state.leader_epoch = -1
         state.seeks += 1
         state.reset = None
@@ -349,6 +367,40 @@ class SubscriptionState:
                 if tp in out:
                     out[tp] = OffsetAndMetadata(offset, "", epoch)
         return out
+
+    # --- rebalances and commits ---------------------------------------------------
+
+    def start_revoking(self, tps: frozenset[TopicPartition]) -> None:
+        """The group takes these back: stop fetching and handing them out now (before
+        the commit and the listener run); they stay assigned until it is done."""
+        for tp in tps:
+            state = self._states.get(tp)
+            if state is not None:
+                state.revoking = True
+        if self.on_revoking is not None:
+            self.on_revoking(tps)
+        self._changed()
+
+    def note_committed(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        states: Mapping[TopicPartition, PartitionState | None],
+    ) -> None:
+        """A commit of ``offsets`` succeeded; ``states`` are the partitions' states as
+        of when it was sent (one may have left the assignment meanwhile)."""
+        for tp, om in offsets.items():
+            state = states.get(tp)
+            if state is not None:
+                state.base = om.offset
+
+    def take_uncommitted_moved(self) -> list[TopicPartition]:
+        """Partitions that left the assignment with records handed out and never
+        committed (they will be consumed again elsewhere); forgotten once returned."""
+        moved = sorted(
+            tp for tp, state in self._retired.items() if state.position != state.base
+        )
+        self._retired.clear()
+        return moved
 
     # --- pause / resume -----------------------------------------------------------
 

@@ -120,9 +120,10 @@ class GroupOffsets:
         generation: int,
         member_id: str,
         deadline: float,
-    ) -> None:
-        """Commit, retrying coordinator trouble until ``deadline``; failures are logged
-        (the rebalance goes on: the partitions may be consumed again elsewhere)."""
+    ) -> bool:
+        """Commit, retrying coordinator trouble until ``deadline``; True if it went
+        through. Failures are logged (the rebalance goes on: the partitions may be
+        consumed again elsewhere)."""
         loop = asyncio.get_running_loop()
         backoff = self.backoff()
         while True:
@@ -136,7 +137,7 @@ class GroupOffsets:
                     self.forget_coordinator()
                     failed = {_NO_ANSWER}
             if not failed:
-                return
+                return True
             final = [
                 c
                 for c in failed
@@ -155,13 +156,13 @@ class GroupOffsets:
                     names(sorted(offsets)),
                     ", ".join(for_code(c).__name__ for c in final),
                 )
-                return
+                return False
             if failed & COORDINATOR_ERRORS:
                 self.forget_coordinator()
             backoff.failed(loop.time())
             if loop.time() + backoff.delay_s() >= deadline:
                 log.warning("group %r: commit before revoke timed out", self.group_id)
-                return
+                return False
             await asyncio.sleep(backoff.delay_s())
 
     async def fetch(

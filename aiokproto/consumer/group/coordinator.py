@@ -137,6 +137,11 @@ class GroupCoordinator:
         self._backoff = Backoff(cc.retry_backoff_ms, cc.retry_backoff_max_ms)
         self._next_auto_commit = 0.0
         self._last_auto_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+        # the REVOKE effect being performed (commit before revoke, then the listener):
+        # its generation still owns the partitions, so commits go through meanwhile
+        self._revoking: Effect | None = None
+        self._in_user_code = False  # the group task runs a rebalance listener
+        self._heartbeat_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -158,9 +163,12 @@ class GroupCoordinator:
         self._last_poll = loop.time()
         self._next_auto_commit = loop.time() + self.config.auto_commit_interval_ms / 1000
         gid = self.config.group_id
+        self._heartbeat_task = loop.create_task(
+            self._heartbeats(), name=f"aiokproto-heartbeat-{gid}"
+        )
         self._tasks = [
             loop.create_task(self._run(), name=f"aiokproto-group-{gid}"),
-            loop.create_task(self._heartbeats(), name=f"aiokproto-heartbeat-{gid}"),
+            self._heartbeat_task,
             loop.create_task(self._watch(), name=f"aiokproto-group-watch-{gid}"),
         ]
         if self._sub.in_group:
@@ -172,16 +180,25 @@ class GroupCoordinator:
         if self._closed:
             return
         self._closed = True
+        timeout = (timeout_ms if timeout_ms is not None else _CLOSE_TIMEOUT_MS) / 1000
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
+        # A rebalance listener in progress (often committing) is not interrupted: it
+        # finishes, within the close timeout, before the group task is stopped.
+        if self._in_user_code:
+            await self._until(lambda: not self._in_user_code, timeout)
+        # Heartbeats go on while the final revoke (commit, listener) runs.
+        heartbeats = self._heartbeat_task
+        stopping = [t for t in tasks if t is not heartbeats]
+        for task in stopping:
             task.cancel()
-        for task in tasks:
+        for task in stopping:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        timeout = (timeout_ms if timeout_ms is not None else _CLOSE_TIMEOUT_MS) / 1000
         try:
             if self._started:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout_at(max(deadline, loop.time() + 0.1)):
                     await self._process(_Answer(Input.CLOSE))
         except TimeoutError:
             log.warning(
@@ -190,6 +207,10 @@ class GroupCoordinator:
         except KafkaError as exc:
             log.warning("group %r: leaving failed: %s", self.config.group_id, exc)
         finally:
+            if heartbeats is not None:
+                heartbeats.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeats
             self._set_tracked(frozenset())
             if self._all_topics:
                 self._client.metadata.want_all_topics(False)
@@ -213,6 +234,12 @@ class GroupCoordinator:
     @property
     def rebalance_protocol(self) -> RebalanceProtocol:
         return self._protocol
+
+    @property
+    def revoking(self) -> bool:
+        """True while partitions are being given back (commit, listener): commits of
+        them are accepted, also while the consumer is stopping."""
+        return self._revoking is not None
 
     @property
     def is_leader(self) -> bool:
@@ -277,22 +304,53 @@ class GroupCoordinator:
         (``default_api_timeout_ms``). If the group rebalances meanwhile, the commit
         waits for it and is sent again in the new generation when this member still
         owns every partition and lost none of them in between; otherwise it raises
-        ``CommitFailedError``.
+        ``CommitFailedError``. While partitions are being revoked (the rebalance
+        listener runs) their generation is still valid, and the commit uses it.
+
+        Without ``offsets``, partitions that the group took from this member while
+        records of theirs were handed out and not committed are named in a
+        ``CommitFailedError`` (raised after committing what is still owned): those
+        records will be consumed again by their new owner.
         """
+        everything = offsets is None
         if offsets is None:
             offsets = self._sub.all_consumed()
         offsets = dict(offsets)
-        if not offsets:
-            return
+        if offsets:
+            if self._revoking is not None:
+                await self._commit_while_revoking(self._revoking, offsets, timeout_ms)
+            else:
+                await self._commit(offsets, timeout_ms)
+        if everything:
+            moved = self._sub.take_uncommitted_moved()
+            if moved:
+                raise CommitFailedError(
+                    f"commit failed for {names(moved)}: group {self.config.group_id!r} "
+                    "rebalanced and took them from this member after records of theirs "
+                    "were handed out and before they were committed; those records "
+                    "will be consumed again by the new owner (commit in "
+                    "on_partitions_revoked, or enable auto-commit, to avoid this)"
+                )
+
+    async def _commit(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None
+    ) -> None:
         loop = asyncio.get_running_loop()
         timeout = self._timeout_s(timeout_ms)
         deadline = loop.time() + timeout
         m = self._machine
         losses = {tp: m.loss_count.get(tp, 0) for tp in offsets}
+        states = {tp: self._sub.state_of(tp) for tp in offsets}
         backoff = self._offsets.backoff()
         last: BaseException | None = None
         while True:
             self._check_usable()
+            if self._revoking is not None:
+                # a revocation started while this commit waited: its generation rules
+                await self._commit_while_revoking(
+                    self._revoking, offsets, int(max(0.0, deadline - loop.time()) * 1000)
+                )
+                return
             if self._sub.in_group:
                 if m.state is State.UNJOINED and not self._join_queued:
                     raise CommitFailedError(
@@ -326,6 +384,7 @@ class GroupCoordinator:
             else:
                 failed = {tp: c for tp, c in codes.items() if c}
                 if not failed and codes:
+                    self._sub.note_committed(offsets, states)
                     return
                 last = None
                 for code in set(failed.values()):
@@ -348,7 +407,11 @@ class GroupCoordinator:
                         sent_in = generation
 
                         def taken_in(g: int = sent_in) -> bool:
-                            return m.state is not State.STABLE or m.generation != g
+                            return (
+                                m.state is not State.STABLE
+                                or m.generation != g
+                                or self._revoking is not None
+                            )
 
                         await self._until(taken_in, max(0.0, deadline - loop.time()))
                     elif code in COORDINATOR_ERRORS:
@@ -360,6 +423,68 @@ class GroupCoordinator:
                 raise KafkaTimeoutError(
                     f"commit to group {self.config.group_id!r} did not succeed within "
                     f"{timeout:.1f} s" + (f"; last error: {last}" if last else "")
+                )
+            await asyncio.sleep(wait)
+
+    async def _commit_while_revoking(
+        self,
+        revoke: Effect,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        timeout_ms: int | None,
+    ) -> None:
+        """A commit while ``revoke`` runs (from the listener, or concurrently): sent in
+        the generation that still owns the partitions; the group cannot be waited for
+        (the rebalance waits for this), so a generation error is final."""
+        if self._fatal is not None:
+            raise self._fatal
+        m = self._machine
+        allowed = revoke.partitions | (m.owned if m.generation == revoke.generation else frozenset())
+        moved = sorted(tp for tp in offsets if tp not in allowed)
+        if moved:
+            raise CommitFailedError(
+                f"commit failed: {names(moved)} are not assigned to this member of group "
+                f"{self.config.group_id!r} (a rebalance is giving partitions back now)"
+            )
+        states = {tp: self._sub.state_of(tp) for tp in offsets}
+        loop = asyncio.get_running_loop()
+        timeout = self._timeout_s(timeout_ms)
+        deadline = loop.time() + timeout
+        backoff = self._offsets.backoff()
+        while True:
+            try:
+                codes = await self._offsets.commit_once(
+                    offsets, revoke.generation, revoke.member_id, deadline
+                )
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                self._forget_coordinator()
+                last: BaseException = exc
+            else:
+                failed = {tp: c for tp, c in codes.items() if c}
+                if not failed and codes:
+                    self._sub.note_committed(offsets, states)
+                    return
+                code = next(iter(failed.values()), 0)
+                if code in (REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                    raise CommitFailedError(
+                        f"commit failed during the rebalance of group "
+                        f"{self.config.group_id!r}: the broker answered "
+                        f"{for_code(code).__name__}; the partitions being revoked may be "
+                        "consumed again from their last committed offset"
+                    )
+                error = for_code(code)(f"OffsetCommit for group {self.config.group_id!r}")
+                if not error.retriable and code not in COORDINATOR_ERRORS:
+                    raise error
+                if code in COORDINATOR_ERRORS:
+                    self._forget_coordinator()
+                last = error
+            backoff.failed(loop.time())
+            wait = backoff.delay_s()
+            if loop.time() + wait >= deadline:
+                raise KafkaTimeoutError(
+                    f"commit to group {self.config.group_id!r} did not succeed within "
+                    f"{timeout:.1f} s; last error: {last}"
                 )
             await asyncio.sleep(wait)
 
@@ -494,11 +619,23 @@ class GroupCoordinator:
     async def _perform(self, effect: Effect) -> _Answer | None:
         kind = effect.kind
         if kind is EffectKind.REVOKE:
-            await self._commit_before_revoke(effect)
-            await self._call_listener("on_partitions_revoked", effect.partitions)
+            # first stop handing them out, then commit and tell the listener: nothing
+            # of theirs reaches the application after the commit that covers it
+            self._sub.start_revoking(effect.partitions)
+            self._revoking = effect
+            self._notify()  # heartbeats and waiting commits see the revocation
+            try:
+                await self._commit_before_revoke(effect)
+                await self._call_listener("on_partitions_revoked", effect.partitions)
+            finally:
+                self._revoking = None
+                self._notify()
         elif kind is EffectKind.LOSE:
             log.info("group %r: lost %s", self.config.group_id, names(sorted(effect.partitions)))
+            self._sub.start_revoking(effect.partitions)  # someone else owns them already
             await self._call_listener("on_partitions_lost", effect.partitions)
+        elif kind is EffectKind.PREPARED:
+            return _Answer(Input.PREPARED)
         elif kind is EffectKind.SET_ASSIGNMENT:
             self._sub.set_group_assignment(effect.partitions)
         elif kind is EffectKind.ASSIGNED:
@@ -525,6 +662,7 @@ class GroupCoordinator:
         listener = self._sub.listener
         if listener is None:
             return
+        self._in_user_code = True
         try:
             await getattr(listener, name)(partitions)
         except asyncio.CancelledError:
@@ -532,6 +670,9 @@ class GroupCoordinator:
         except Exception as exc:
             log.exception("group %r: rebalance listener %s raised", self.config.group_id, name)
             self._errors.append(exc)
+        finally:
+            self._in_user_code = False
+            self._notify()
 
     # -- coordinator ---------------------------------------------------------------------
 
@@ -740,31 +881,45 @@ class GroupCoordinator:
 
     # -- heartbeats ------------------------------------------------------------------------
 
-    async def _heartbeats(self) -> None:
+    def _heartbeat_identity(self) -> tuple[str, int] | None:
+        """(member id, generation) to heartbeat with now, or None for no heartbeats.
+
+        Stable and preparing members heartbeat; so does a member giving partitions
+        back while closing or leaving (its machine has moved on, its generation has
+        not), so a slow revoke listener does not cost it its membership."""
         m = self._machine
+        if m.heartbeat_allowed:
+            return m.member_id, m.generation
+        revoke = self._revoking
+        if revoke is not None and revoke.generation >= 0 and revoke.member_id:
+            return revoke.member_id, revoke.generation
+        return None
+
+    async def _heartbeats(self) -> None:
         interval = self.config.heartbeat_interval_ms / 1000
         delay = interval
         while True:
-            await self._until(lambda: m.heartbeat_allowed)
-            generation = m.generation
+            await self._until(lambda: self._heartbeat_identity() is not None)
+            identity = self._heartbeat_identity()
+            assert identity is not None
 
-            def moved_on(g: int = generation) -> bool:
-                return not (m.heartbeat_allowed and m.generation == g)
+            def moved_on(who: tuple[str, int] = identity) -> bool:
+                return self._heartbeat_identity() != who
 
             moved = await self._until(moved_on, delay)
             if moved:
                 delay = interval
                 continue
-            answer = await self._heartbeat_once(generation)
+            answer = await self._heartbeat_once(*identity)
             delay = interval
             if answer is None:
                 delay = self._client.config.retry_backoff_ms / 1000
             elif answer.input is not Input.HEARTBEAT_OK:
                 self._post(answer)
 
-    async def _heartbeat_once(self, generation: int) -> _Answer | None:
-        cfg, m = self.config, self._machine
-        request = heartbeat_request(cfg, m.member_id, generation)
+    async def _heartbeat_once(self, member_id: str, generation: int) -> _Answer | None:
+        cfg = self.config
+        request = heartbeat_request(cfg, member_id, generation)
         try:
             node = await self._coordinator()
             conn = await self._client.connection(node, "group")
@@ -798,7 +953,7 @@ class GroupCoordinator:
             await asyncio.sleep(_TICK_S)
             now = loop.time()
             if (
-                m.state in (State.JOINING, State.SYNCING, State.STABLE)
+                m.state in (State.JOINING, State.SYNCING, State.STABLE, State.PREPARING)
                 and not self._poll_expired
                 and now - self._last_poll > cfg.max_poll_interval_ms / 1000
             ):
@@ -837,6 +992,7 @@ class GroupCoordinator:
             return
         generation, member_id = m.generation, m.member_id
         deadline = asyncio.get_running_loop().time() + self.config.auto_commit_interval_ms / 1000
+        states = {tp: self._sub.state_of(tp) for tp in offsets}
         try:
             codes = await self._offsets.commit_once(offsets, generation, member_id, deadline)
         except KafkaError as exc:
@@ -847,6 +1003,7 @@ class GroupCoordinator:
         failed = {c for c in codes.values() if c}
         if not failed:
             self._last_auto_commit = offsets
+            self._sub.note_committed(offsets, states)
             return
         for code in failed:
             log.info(
@@ -871,7 +1028,9 @@ class GroupCoordinator:
             return
         limit_ms = min(self._client.config.default_api_timeout_ms, self._rebalance_timeout_ms())
         deadline = asyncio.get_running_loop().time() + limit_ms / 1000
-        await self._offsets.commit_before_revoke(
+        states = {tp: self._sub.state_of(tp) for tp in offsets}
+        if await self._offsets.commit_before_revoke(
             offsets, effect.generation, effect.member_id, deadline
-        )
+        ):
+            self._sub.note_committed(offsets, states)
         self._last_auto_commit = {}

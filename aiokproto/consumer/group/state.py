@@ -11,6 +11,12 @@ Inputs are split by origin so a late answer cannot be mistaken for a current one
 awaiting; ``HEARTBEAT_OK``, ``REBALANCING``, ``UNKNOWN_MEMBER``,
 ``ILLEGAL_GENERATION`` and ``COORDINATOR_LOST`` come from heartbeats and commits of
 the current generation (the task drops those of older generations before feeding).
+
+A member that must give partitions back before joining (eager protocol, or a
+cooperative member that lost some) goes through PREPARING: its generation is still
+valid there, so heartbeats go on and a commit from the rebalance listener is accepted;
+the task feeds PREPARED once the revocation is done, and only then is the JoinGroup
+sent.
 """
 
 from __future__ import annotations
@@ -26,7 +32,10 @@ class State(enum.Enum):
     UNJOINED = "unjoined"  # not a member: not subscribed yet, left, or removed
     JOINING = "joining"  # one JoinGroup in flight
     SYNCING = "syncing"  # one SyncGroup in flight
-    STABLE = "stable"  # assignment applied; heartbeats run only here
+    STABLE = "stable"  # assignment applied; heartbeats run
+    # giving partitions back before a JoinGroup (eager revoke, commit, listener): the
+    # generation is still valid, so heartbeats go on and commits are accepted
+    PREPARING = "preparing"
     FAILED = "failed"  # a fatal error; a new subscription (JOIN_NEEDED) starts over
     CLOSED = "closed"  # final
 
@@ -37,6 +46,8 @@ class Input(enum.Enum):
     UNSUBSCRIBED = "unsubscribed"
     POLL_TIMEOUT = "poll_timeout"  # max_poll_interval_ms passed without a poll
     CLOSE = "close"
+    # from the task: the revocation before a join is done; send the JoinGroup
+    PREPARED = "prepared"
     # JoinGroup answers
     JOINED = "joined"  # carries member_id, generation
     MEMBER_ID_REQUIRED = "member_id_required"  # carries member_id
@@ -100,6 +111,7 @@ class Action(enum.Enum):
     FIND_COORDINATOR = "find_coordinator"  # forget the coordinator; look it up again
     BACKOFF = "backoff"  # wait retry_backoff before the next request
     FAIL = "fail"  # record the fatal error for the consumer
+    FINISH_PREPARE = "finish_prepare"  # feed PREPARED once the effects before it are done
 
 
 class EffectKind(enum.Enum):
@@ -113,6 +125,7 @@ class EffectKind(enum.Enum):
     FIND_COORDINATOR = "find_coordinator"
     BACKOFF = "backoff"
     FAIL = "fail"
+    PREPARED = "prepared"  # the task feeds Input.PREPARED next
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +148,8 @@ class Transition:
 S, In, A = State, Input, Action
 
 _LEAVE = (A.RELEASE_ALL, A.SEND_LEAVE, A.FORGET_MEMBER)
+# revoke (eager) with the generation still valid, then join: heartbeats go on meanwhile
+_PREPARE = Transition(S.PREPARING, (A.PREPARE_JOIN, A.FINISH_PREPARE))
 _POLL_LEAVE = (A.LOSE_ALL, A.SEND_LEAVE, A.FORGET_MEMBER)
 _FATAL = Transition(S.FAILED, (A.LOSE_ALL, A.FAIL))
 
@@ -169,7 +184,9 @@ _LISTED: dict[State, dict[Input, Transition]] = {
         In.POLL_TIMEOUT: Transition(S.UNJOINED, _POLL_LEAVE),
         In.CLOSE: Transition(S.CLOSED, _LEAVE),
         In.SYNCED: Transition(S.STABLE, (A.APPLY_ASSIGNMENT,)),
-        In.SYNCED_REJOIN: Transition(S.JOINING, (A.APPLY_ASSIGNMENT, A.PREPARE_JOIN, A.SEND_JOIN)),
+        In.SYNCED_REJOIN: Transition(
+            S.PREPARING, (A.APPLY_ASSIGNMENT, A.PREPARE_JOIN, A.FINISH_PREPARE)
+        ),
         In.SYNC_REJOIN: Transition(S.JOINING, (A.PREPARE_JOIN, A.SEND_JOIN)),
         In.SYNC_UNKNOWN_MEMBER: Transition(
             S.JOINING, (A.FORGET_MEMBER, A.PREPARE_JOIN, A.SEND_JOIN)
@@ -184,17 +201,31 @@ _LISTED: dict[State, dict[Input, Transition]] = {
         In.FATAL: _FATAL,
     },
     S.STABLE: {
-        In.JOIN_NEEDED: Transition(S.JOINING, (A.PREPARE_JOIN, A.SEND_JOIN)),
+        In.JOIN_NEEDED: _PREPARE,
         In.UNSUBSCRIBED: Transition(S.UNJOINED, _LEAVE),
         In.POLL_TIMEOUT: Transition(S.UNJOINED, _POLL_LEAVE),
         In.CLOSE: Transition(S.CLOSED, _LEAVE),
         In.HEARTBEAT_OK: Transition(S.STABLE),
-        In.REBALANCING: Transition(S.JOINING, (A.PREPARE_JOIN, A.SEND_JOIN)),
+        In.REBALANCING: _PREPARE,
         In.UNKNOWN_MEMBER: Transition(S.JOINING, (A.FORGET_MEMBER, A.PREPARE_JOIN, A.SEND_JOIN)),
         In.ILLEGAL_GENERATION: Transition(
             S.JOINING, (A.FORGET_GENERATION, A.PREPARE_JOIN, A.SEND_JOIN)
         ),
         In.COORDINATOR_LOST: Transition(S.STABLE, (A.FIND_COORDINATOR,)),
+        In.FATAL: _FATAL,
+    },
+    S.PREPARING: {
+        In.PREPARED: Transition(S.JOINING, (A.SEND_JOIN,)),
+        In.UNSUBSCRIBED: Transition(S.UNJOINED, _LEAVE),
+        In.POLL_TIMEOUT: Transition(S.UNJOINED, _POLL_LEAVE),
+        In.CLOSE: Transition(S.CLOSED, _LEAVE),
+        In.UNKNOWN_MEMBER: Transition(
+            S.JOINING, (A.FORGET_MEMBER, A.PREPARE_JOIN, A.SEND_JOIN)
+        ),
+        In.ILLEGAL_GENERATION: Transition(
+            S.JOINING, (A.FORGET_GENERATION, A.PREPARE_JOIN, A.SEND_JOIN)
+        ),
+        In.COORDINATOR_LOST: Transition(S.PREPARING, (A.FIND_COORDINATOR,)),
         In.FATAL: _FATAL,
     },
     S.FAILED: {
@@ -230,7 +261,7 @@ class GroupMachine:
 
     @property
     def heartbeat_allowed(self) -> bool:
-        return self.state is State.STABLE
+        return self.state is State.STABLE or self.state is State.PREPARING
 
     def transition_for(self, inp: Input, assignment: Iterable[TopicPartition] | None) -> Transition:
         if inp is Input.SYNCED and self.state is State.SYNCING:
@@ -331,5 +362,7 @@ class GroupMachine:
             self._effect(effects, EffectKind.BACKOFF)
         elif action is Action.FAIL:
             self._effect(effects, EffectKind.FAIL)
+        elif action is Action.FINISH_PREPARE:
+            self._effect(effects, EffectKind.PREPARED)
         else:  # pragma: no cover - every Action is handled above
             raise AssertionError(action)

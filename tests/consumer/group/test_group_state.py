@@ -73,8 +73,8 @@ def check(m: GroupMachine, obs: Observer) -> None:
     assert obs.reported == set(m.owned)
     if obs.last_set is not None:
         assert obs.last_set == m.owned
-    assert m.heartbeat_allowed == (m.state is State.STABLE)
-    if m.state is State.STABLE:
+    assert m.heartbeat_allowed == (m.state in (State.STABLE, State.PREPARING))
+    if m.state in (State.STABLE, State.PREPARING):
         assert m.generation_valid
     if m.state in (State.UNJOINED, State.FAILED, State.CLOSED):
         assert not m.owned
@@ -107,6 +107,12 @@ def reach(state: State, cooperative: bool) -> tuple[GroupMachine, Observer]:
             (Input.JOINED, {"member_id": "m", "generation": 1}),
             (Input.SYNCED, {"assignment": (P0, P1)}),
         ],
+        State.PREPARING: [
+            (Input.JOIN_NEEDED, {}),
+            (Input.JOINED, {"member_id": "m", "generation": 1}),
+            (Input.SYNCED, {"assignment": (P0, P1)}),
+            (Input.REBALANCING, {}),
+        ],
         State.FAILED: [(Input.FATAL, {})],
         State.CLOSED: [(Input.CLOSE, {})],
     }
@@ -117,6 +123,7 @@ def reach(state: State, cooperative: bool) -> tuple[GroupMachine, Observer]:
         obs.feed(m, Input.JOINED, member_id="m", generation=1)
         obs.feed(m, Input.SYNCED, assignment=(P0, P1))
         obs.feed(m, Input.REBALANCING)
+        obs.feed(m, Input.PREPARED)
         assert m.owned == {P0, P1}
     assert m.state is state
     return m, obs
@@ -178,22 +185,30 @@ def test_eager_rebalance_revokes_everything_before_joining() -> None:
     assert [e.kind for e in effects] == [
         EffectKind.REVOKE,
         EffectKind.SET_ASSIGNMENT,
-        EffectKind.SEND_JOIN,
+        EffectKind.PREPARED,
     ]
     assert effects[0].partitions == {P0, P1} and effects[0].generation == 1
+    # while the revocation runs the generation is valid: heartbeats and commits go on
+    assert m.state is State.PREPARING and m.heartbeat_allowed and m.generation_valid
+    effects = obs.feed(m, Input.PREPARED)
+    assert [e.kind for e in effects] == [EffectKind.SEND_JOIN]
+    assert m.state is State.JOINING and not m.heartbeat_allowed
 
 
 def test_cooperative_revokes_only_moved_and_rejoins() -> None:
     m, obs = reach(State.STABLE, cooperative=True)
-    obs.feed(m, Input.REBALANCING)
+    assert [e.kind for e in obs.feed(m, Input.REBALANCING)] == [EffectKind.PREPARED]
+    obs.feed(m, Input.PREPARED)
     obs.feed(m, Input.JOINED, member_id="m", generation=2)
     effects = obs.feed(m, Input.SYNCED, assignment=(P1, P2))
     assert [(e.kind, e.partitions) for e in effects] == [
         (EffectKind.REVOKE, frozenset({P0})),
         (EffectKind.SET_ASSIGNMENT, frozenset({P1, P2})),
         (EffectKind.ASSIGNED, frozenset({P2})),
-        (EffectKind.SEND_JOIN, frozenset()),
+        (EffectKind.PREPARED, frozenset()),
     ]
+    assert m.state is State.PREPARING and m.heartbeat_allowed
+    assert [e.kind for e in obs.feed(m, Input.PREPARED)] == [EffectKind.SEND_JOIN]
     assert m.state is State.JOINING
     obs.feed(m, Input.JOINED, member_id="m", generation=3)
     effects = obs.feed(m, Input.SYNCED, assignment=(P1, P2, P3))
@@ -211,7 +226,8 @@ def test_rejoin_requested_during_rebalance_happens_after_it() -> None:
     m, obs = reach(State.SYNCING, cooperative=True)
     assert obs.feed(m, Input.JOIN_NEEDED) == []
     effects = obs.feed(m, Input.SYNCED, assignment=(P0,))
-    assert effects[-1].kind is EffectKind.SEND_JOIN and m.state is State.JOINING
+    assert effects[-1].kind is EffectKind.PREPARED and m.state is State.PREPARING
+    assert obs.feed(m, Input.PREPARED)[-1].kind is EffectKind.SEND_JOIN
 
 
 def test_illegal_generation_keeps_member_id() -> None:
