@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +119,14 @@ async def running(consumer: Consumer, name: str, timeline: Timeline) -> AsyncIte
             await task  # stop() ends the iteration
 
 
+async def until(predicate: Callable[[], bool], limit_s: float) -> None:
+    async with asyncio.timeout(limit_s):
+        while True:
+            if predicate():
+                return
+            await asyncio.sleep(0.1)
+
+
 def member(kafka: Any, topic: str, group: str, **options: Any) -> Consumer:
     return Consumer(
         topic,
@@ -165,14 +173,11 @@ async def test_a_slow_revoke_listener_commits_and_nobody_double_consumes(
     try:
         await a.start()
         async with running(a, "a", timeline):
-            async with asyncio.timeout(30):
-                while not any(who == "a" for _, who, _, _ in timeline.handed):
-                    await asyncio.sleep(0.1)
+            await until(lambda: any(who == "a" for _, who, _, _ in timeline.handed), 30)
             await b.start()
             async with running(b, "b", timeline):
-                async with asyncio.timeout(40):  # the slow listener, then a stable group
-                    while not (la.commits and b.assignment() and a.assignment()):
-                        await asyncio.sleep(0.2)
+                # the slow listener, then a stable group
+                await until(lambda: bool(la.commits and b.assignment() and a.assignment()), 40)
                 await asyncio.sleep(1.0)
                 handed_before = len(timeline.handed)
                 await asyncio.sleep(1.0)

@@ -438,7 +438,8 @@ class GroupCoordinator:
         if self._fatal is not None:
             raise self._fatal
         m = self._machine
-        allowed = revoke.partitions | (m.owned if m.generation == revoke.generation else frozenset())
+        still_owned = m.owned if m.generation == revoke.generation else frozenset()
+        allowed = revoke.partitions | still_owned
         moved = sorted(tp for tp in offsets if tp not in allowed)
         if moved:
             raise CommitFailedError(
