@@ -59,7 +59,7 @@ UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/producer/test_producer_
 # then a slice on uvloop.
 test: venv jars lint typecheck codegen-check
 	$(call run_pytest,$(PYTEST_ARGS))
-	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py $(PYTEST_ARGS))
+	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py tests/consumer/test_positions.py $(PYTEST_ARGS))
 	$(call run_pytest,--event-loop uvloop -m "not slow" $(UVLOOP_SLICE) $(PYTEST_ARGS))
 
 test-fast: venv

@@ -139,6 +139,7 @@ class Fetcher:
         self.planning_rounds = 0
         #: partition answers thrown away because the partition moved while fetching
         self.discarded = 0
+        self._skip_logged: dict[TopicPartition, str | None] = {}
         subscription.add_change_listener(self._subscription_changed)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -335,6 +336,43 @@ class Fetcher:
             metadata.untrack(self._tracked - topics)
             self._tracked = topics
 
+    def _skip_reason(
+        self, tp: TopicPartition, state: PartitionState, loop_time: float
+    ) -> str | None:
+        """Why ``tp`` is not to be fetched now, or None when it is. Drops buffered data
+        that went stale (seek or reassignment): it will never be handed out."""
+        position = state.position
+        if position is None:
+            return "no position yet"
+        if state.paused:
+            return "paused"
+        if state.revoking:
+            return "being revoked"
+        if state.reset is not None:
+            return f"waiting for its {state.reset} offset"
+        if state.validate_epoch:
+            return "its position is being validated (KIP-320)"
+        if tp in self._in_flight:
+            return "a fetch is in flight"
+        error = self._partition_errors.get(tp)
+        if (
+            error is not None
+            and error[0] is state
+            and error[1] == state.seeks
+            and error[2] == position
+        ):
+            return f"failed at {position}: {error[3]}"
+        queue = self._buffer.get(tp)
+        if queue and (queue[0].state is not state or queue[0].next_offset != position):
+            del self._buffer[tp]  # fetched before a seek or reassignment
+            queue = None
+        if queue and (len(queue) >= PREFETCH_DEPTH or queue[-1].end_offset < 0):
+            return f"{len(queue)} answer(s) buffered"
+        until = self._backoff_until.get(tp)
+        if until is not None and until > loop_time:
+            return f"backing off for {until - loop_time:.3f} s"
+        return None
+
     def _routes(self) -> tuple[dict[int, dict[TopicPartition, PartitionFetch]], bool]:
         """Fetchable partitions by the node to fetch them from; True if some have no leader."""
         snap = self.client.metadata.snapshot
@@ -342,51 +380,31 @@ class Fetcher:
         routes: dict[int, dict[TopicPartition, PartitionFetch]] = {}
         unroutable = False
         buffer = self._buffer
-        in_flight = self._in_flight
-        errors = self._partition_errors
         backoff = self._backoff_until
         base_max = self.config.max_partition_fetch_bytes
+        debug = log.isEnabledFor(logging.DEBUG)
         for tp, state in self.subs.states().items():
+            why = self._skip_reason(tp, state, loop_time)
+            if debug:
+                self._log_skip(tp, why)
+            if why is not None:
+                continue
             position = state.position
-            if (
-                position is None
-                or state.paused
-                or state.revoking
-                or state.reset is not None
-                or state.validate_epoch
-                or tp in in_flight
-            ):
-                continue
-            error = errors.get(tp)
-            if (
-                error is not None
-                and error[0] is state
-                and error[1] == state.seeks
-                and error[2] == position
-            ):
-                continue
+            assert position is not None
             last_epoch = state.leader_epoch
             queue = buffer.get(tp)
-            if queue and (queue[0].state is not state or queue[0].next_offset != position):
-                # seeked (or reassigned) since it was fetched: that data will never be
-                # handed out, so drop it now and fetch from the new position
-                del buffer[tp]
-                queue = None
             if queue:
                 # prefetch: continue where the buffered data ends
                 tail = queue[-1]
-                if len(queue) >= PREFETCH_DEPTH or tail.end_offset < 0 or tail.state is not state:
-                    continue
                 position = tail.end_offset
                 if tail.end_epoch >= 0:
                     last_epoch = tail.end_epoch
-            if tp in backoff:
-                if backoff[tp] > loop_time:
-                    continue
-                del backoff[tp]
+            backoff.pop(tp, None)
             topic = snap.topics.get(tp.topic)
             info = topic.partitions.get(tp.partition) if topic is not None else None
             if topic is None or info is None or info.leader < 0:
+                if debug:
+                    self._log_skip(tp, "no leader known")
                 unroutable = True
                 continue
             node = info.leader
@@ -404,6 +422,37 @@ class Fetcher:
                 max(base_max, self._oversized.get(tp, 0)),
             )
         return routes, unroutable
+
+    def _log_skip(self, tp: TopicPartition, why: str | None) -> None:
+        """Debug: say when the reason a partition is (not) fetched changes."""
+        if self._skip_logged.get(tp) != why:
+            self._skip_logged[tp] = why
+            log.debug("%s: %s", tp, f"not fetched: {why}" if why else "fetchable")
+
+    def describe(self) -> str:
+        """The fetcher's view of every assigned partition (to debug a stall)."""
+        loop_time = asyncio.get_running_loop().time()
+        snap = self.client.metadata.snapshot
+        lines = []
+        for tp, state in self.subs.states().items():
+            queue = self._buffer.get(tp, [])
+            in_sessions = {
+                node: session.known[tp].fetch_offset
+                for node, session in self._sessions.items()
+                if tp in session.known
+            }
+            lines.append(
+                f"{tp.topic}-{tp.partition}: {state!r} leader={snap.leader_for(*tp)} "
+                f"buffered={[(fd.next_offset, fd.end_offset) for fd in queue]} "
+                f"sessions={in_sessions} "
+                f"now={self._skip_reason(tp, state, loop_time) or 'fetchable'}"
+            )
+        lines.append(
+            f"broker loops={sorted(self._node_tasks)} errors={self._errors!r} "
+            f"fatal={self._fatal!r} planning_rounds={self.planning_rounds} "
+            f"discarded={self.discarded}"
+        )
+        return "\n".join(lines)
 
     # -- per-broker fetch loops --------------------------------------------------------
 

@@ -158,6 +158,9 @@ def server_properties(
         "transaction.state.log.min.isr": min_isr,
         "transaction.state.log.num.partitions": "10",
         "group.initial.rebalance.delay.ms": "0",
+        # Tests write records with fixed old timestamps (2023): with the 7-day default
+        # the first retention check (30 s after start) deletes them mid-test.
+        "log.retention.ms": "-1",
         # Faster failure detection than the 9 s default, still tolerant of GC pauses.
         "broker.heartbeat.interval.ms": "1000",
         "broker.session.timeout.ms": "6000",

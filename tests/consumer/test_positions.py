@@ -24,7 +24,9 @@ async def take(consumer: Consumer, n: int, *tps: TopicPartition) -> list[Consume
     out: list[ConsumerRecord] = []
     deadline = time.monotonic() + 30
     while len(out) < n:
-        assert time.monotonic() < deadline, f"only {len(out)} of {n}"
+        assert time.monotonic() < deadline, (
+            f"only {len(out)} of {n}; the fetcher's state:\n{consumer._fetcher.describe()}"
+        )
         for recs in (
             await consumer.getmany(*tps, timeout_ms=300, max_records=n - len(out))
         ).values():
@@ -126,9 +128,10 @@ async def test_out_of_range_after_delete_records_resets(
         if reset == "earliest":
             assert [r.offset for r in await take(consumer, 3)] == [10, 11, 12]
         else:
-            async with asyncio.timeout(30):
-                while await consumer.position(tp) != 20:
-                    await consumer.getmany(timeout_ms=100)
+            deadline = time.monotonic() + 30
+            while await consumer.position(tp) != 20:
+                assert time.monotonic() < deadline, consumer._fetcher.describe()
+                await consumer.getmany(timeout_ms=100)
             await aproduce(kafka.bootstrap_servers, topic_name, values(1, start=20))
             assert [r.offset for r in await take(consumer, 1)] == [20]
 
