@@ -63,12 +63,14 @@ async def run_batch(
                 raise TimeoutError
             async with asyncio.timeout(remaining):
                 outcome = await attempt(pending)
+        except KafkaError as exc:
+            # before TimeoutError: one request's KafkaTimeoutError is retried, only the
+            # call's own deadline ends it
+            outcome = dict.fromkeys(pending, exc)
         except TimeoutError:
             for key in pending:
                 errors[key] = _timed_out(operation, timeout_ms, last.get(key))
             break
-        except KafkaError as exc:
-            outcome = dict.fromkeys(pending, exc)
         retry: list[K] = []
         stale = False
         for key in pending:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from aiokproto.cluster.client import ClusterClient
+from aiokproto.deadline import before
 from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -231,11 +232,19 @@ class OffsetClient:
             pending = dict(specs)
             results: dict[TopicPartition, R] = {}
             while True:
-                if not self.client.metadata.snapshot.brokers or any(
-                    t not in self.client.metadata.snapshot.topics for t in topics
-                ):
-                    await self.client.metadata.refresh()
-                got, errors = await once(pending)
+                # every step of an attempt (metadata, connecting, the request) counts
+                # against the caller's timeout, not one request_timeout_ms each
+                try:
+                    async with before(deadline, what):
+                        if not self.client.metadata.snapshot.brokers or any(
+                            t not in self.client.metadata.snapshot.topics for t in topics
+                        ):
+                            await self.client.metadata.refresh()
+                        got, errors = await once(pending)
+                except KafkaError as failure:
+                    if not failure.retriable:
+                        raise
+                    got, errors = {}, dict.fromkeys(pending, failure)
                 results.update(got)
                 for exc in errors.values():
                     if not exc.retriable:
@@ -255,6 +264,6 @@ class OffsetClient:
                     e.invalid_metadata or isinstance(e, LeaderNotAvailableError)
                     for e in errors.values()
                 ):
-                    await self.client.metadata.refresh()
+                    self.client.metadata.request_refresh()  # the next attempt waits for it
         finally:
             self.client.metadata.untrack(topics)

@@ -28,6 +28,7 @@ from aiokproto.consumer.group.outcomes import (
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
 )
+from aiokproto.deadline import before
 from aiokproto.errors import KafkaError, KafkaTimeoutError, UnknownServerErrorError, for_code
 from aiokproto.protocol.messages.offset_commit import OffsetCommitRequest
 from aiokproto.protocol.messages.offset_fetch import OffsetFetchRequest
@@ -103,14 +104,19 @@ class GroupOffsets:
     ) -> dict[TopicPartition, int]:
         """One OffsetCommit; the error code per partition (connection trouble raises)."""
         timeout_ms = self._time_left_ms(deadline, "OffsetCommit")
-        conn = await self._client.connection(await self.coordinator(), "default")
-        topics = {tp.topic for tp in offsets}
-        ids = self._topic_ids(topics)
-        version = usable_version(conn.version_for(OffsetCommitRequest), topics, ids)
-        request = build_commit(
-            self.group_id, generation, member_id, self.group_instance_id, offsets, ids, version
-        )
-        response = await conn.send(request, version, timeout_ms=timeout_ms)
+        # the coordinator look-up and the connection count against the deadline too
+        async with before(deadline, f"OffsetCommit for group {self.group_id!r}"):
+            conn = await self._client.connection(await self.coordinator(), "default")
+            topics = {tp.topic for tp in offsets}
+            ids = self._topic_ids(topics)
+            version = usable_version(conn.version_for(OffsetCommitRequest), topics, ids)
+            request = build_commit(
+                self.group_id, generation, member_id, self.group_instance_id, offsets, ids,
+                version,
+            )
+            response = await conn.send(
+                request, version, timeout_ms=self._time_left_ms(deadline, "OffsetCommit")
+            )
         codes = parse_commit(response, version, ids)
         return {tp: codes.get(tp, NOT_ANSWERED) for tp in offsets}
 
@@ -197,15 +203,18 @@ class GroupOffsets:
     async def _fetch_once(
         self, wanted: list[TopicPartition], deadline: float
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        timeout_ms = self._time_left_ms(deadline, "OffsetFetch")
+        self._time_left_ms(deadline, "OffsetFetch")
         gid = self.group_id
-        conn = await self._client.connection(await self.coordinator(), "default")
-        topics = {tp.topic for tp in wanted}
-        ids = self._topic_ids(topics)
-        version = usable_version(conn.version_for(OffsetFetchRequest), topics, ids)
-        response = await conn.send(
-            build_fetch(gid, wanted, ids, version), version, timeout_ms=timeout_ms
-        )
+        async with before(deadline, f"OffsetFetch for group {gid!r}"):
+            conn = await self._client.connection(await self.coordinator(), "default")
+            topics = {tp.topic for tp in wanted}
+            ids = self._topic_ids(topics)
+            version = usable_version(conn.version_for(OffsetFetchRequest), topics, ids)
+            response = await conn.send(
+                build_fetch(gid, wanted, ids, version),
+                version,
+                timeout_ms=self._time_left_ms(deadline, "OffsetFetch"),
+            )
         code, parts = parse_fetch(response, version, ids)
         _raise_fetch_error(code, f"OffsetFetch for group {gid!r}")
         out: dict[TopicPartition, OffsetAndMetadata | None] = {}
