@@ -103,7 +103,7 @@ class GroupOffsets:
         deadline: float,
     ) -> dict[TopicPartition, int]:
         """One OffsetCommit; the error code per partition (connection trouble raises)."""
-        timeout_ms = self._time_left_ms(deadline, "OffsetCommit")
+        self._time_left_ms(deadline, "OffsetCommit")  # raises once the deadline is past
         # the coordinator look-up and the connection count against the deadline too
         async with before(deadline, f"OffsetCommit for group {self.group_id!r}"):
             conn = await self._client.connection(await self.coordinator(), "default")
@@ -203,7 +203,7 @@ class GroupOffsets:
     async def _fetch_once(
         self, wanted: list[TopicPartition], deadline: float
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        self._time_left_ms(deadline, "OffsetFetch")
+        self._time_left_ms(deadline, "OffsetFetch")  # raises once the deadline is past
         gid = self.group_id
         async with before(deadline, f"OffsetFetch for group {gid!r}"):
             conn = await self._client.connection(await self.coordinator(), "default")
