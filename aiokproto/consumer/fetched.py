@@ -57,11 +57,48 @@ def scan_end(view: memoryview) -> tuple[int, int]:
     return next_offset, epoch
 
 
+class SharedFrame:
+    """One Fetch response whose partitions' data are buffered as zero-copy slices.
+
+    A slice keeps the whole response alive, so once the data still buffered from it
+    falls below a quarter of its size, the rest is copied out and the response is
+    let go: buffered data never pins more than four times its own size.
+    """
+
+    __slots__ = ("members", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.members: list[FetchedData] = []
+
+    def join(self, fd: FetchedData) -> None:
+        fd.frame = self
+        self.members.append(fd)
+
+    def leave(self, fd: FetchedData) -> None:
+        """``fd`` is no longer buffered (consumed or dropped)."""
+        if fd.frame is not self:
+            return
+        fd.frame = None
+        self.members.remove(fd)
+        self.settle()
+
+    def settle(self) -> None:
+        """Copy the remaining members out if they are a small part of the response."""
+        members = self.members
+        if members and 4 * sum(m.unread_bytes for m in members) < self.size:
+            for member in members:
+                member.compact()
+                member.frame = None
+            members.clear()
+
+
 class FetchedData:
     """Records of one partition from one fetch, not yet handed out."""
 
     __slots__ = (
         "_batch_next",
+        "_check_crc",
         "_deserialize",
         "_filter",
         "_index",
@@ -77,6 +114,7 @@ class FetchedData:
         "epoch",
         "error",
         "fetch_offset",
+        "frame",
         "next_offset",
         "state",
         "tp",
@@ -116,6 +154,25 @@ class FetchedData:
         self._records: list[ConsumerRecord] = []
         self._index = 0
         self._batch_next = fetch_offset
+        self._check_crc = check_crc
+        #: the response this is a slice of, while that is shared with other partitions
+        self.frame: SharedFrame | None = None
+
+    @property
+    def unread_bytes(self) -> int:
+        """Bytes of batches not decoded yet."""
+        return 0 if self._reader is None else len(self._view) - self._pos
+
+    def compact(self) -> None:
+        """Hold only the batches not decoded yet, in a buffer of their own."""
+        if self._reader is None:
+            self._view = memoryview(b"")
+            return
+        rest = memoryview(self._view[self._pos :].tobytes())
+        self._view, self._pos = rest, 0
+        self._reader = BatchReader(
+            rest, check_crc=self._check_crc, max_decompressed_size=self._max_decompressed
+        )
 
     @property
     def exhausted(self) -> bool:

@@ -11,9 +11,9 @@ partition is fetched again as soon as its buffered data has been handed out.
 Memory: at most PREFETCH_DEPTH responses' worth of data per partition is buffered
 (each bounded by ``max_partition_fetch_bytes``, except a single batch larger than
 that), plus one response in flight per broker (bounded by ``fetch_max_bytes``).
-Buffered data never pins much more than itself: a partition's slice of a response is
-kept in place only when it is at least half of the response, else copied out, so a
-small remainder cannot hold a whole ``fetch_max_bytes`` response alive.
+Buffered data are zero-copy slices of their response, which they keep alive; once what
+is still buffered from a response is under a quarter of it, that rest is copied out
+(``SharedFrame``), so buffered data never pins more than four times its own size.
 
 Every task belongs to the fetcher; an unexpected failure in one is raised to the
 application's next ``getmany``/``getone``; broker errors for one partition are handled
@@ -34,7 +34,7 @@ from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.consumer.config import READ_COMMITTED, ConsumerConfig
 from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError
-from aiokproto.consumer.fetched import FetchedData, first_batch_size
+from aiokproto.consumer.fetched import FetchedData, SharedFrame, first_batch_size
 from aiokproto.consumer.offsets import EARLIEST, LATEST, OffsetClient
 from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.consumer.session import FetchPlan, FetchSession, PartitionFetch
@@ -64,17 +64,6 @@ _STALE_LEADER = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
 PREFETCH_DEPTH = 2
 _MIN_FETCH_VERSION = 4  # isolation level, last stable offset, aborted transactions
 _TOPIC_ID_FETCH_VERSION = 13
-
-
-def own_bytes(view: memoryview) -> memoryview:
-    """``view`` itself when it is at least half of the buffer it slices, else a copy.
-
-    Zero-copy slices keep their whole response alive; at most one partition's data can
-    be half of a response, so what is pinned stays under twice what is buffered."""
-    base = view.obj
-    if isinstance(base, (bytes, bytearray)) and 2 * len(view) < len(base):
-        return memoryview(view.tobytes())
-    return view
 
 
 class _Wakeup:
@@ -234,7 +223,7 @@ class Fetcher:
             fd = queue[0]
             state = states.get(tp)
             if state is not fd.state or state.position != fd.next_offset:
-                del buffer[tp]  # unassigned or seeked since it was fetched
+                self._drop(tp)  # unassigned or seeked since it was fetched
                 freed = True
                 continue
             if state.paused or state.revoking:
@@ -249,17 +238,19 @@ class Fetcher:
                 state.position = fd.next_offset
                 if fd.exhausted:
                     del queue[0]
+                    if fd.frame is not None:
+                        fd.frame.leave(fd)
                     freed = True
                     if fd.error is not None:
                         error = fd.error
-                        del buffer[tp]
+                        self._drop(tp)
                         break
                     if not queue:
                         del buffer[tp]
                         break
                     fd = queue[0]
                     if fd.next_offset != state.position:
-                        del buffer[tp]  # not contiguous (cannot happen; be safe)
+                        self._drop(tp)  # not contiguous (cannot happen; be safe)
                         break
                 elif not recs:
                     break
@@ -364,7 +355,7 @@ class Fetcher:
             return f"failed at {position}: {error[3]}"
         queue = self._buffer.get(tp)
         if queue and (queue[0].state is not state or queue[0].next_offset != position):
-            del self._buffer[tp]  # fetched before a seek or reassignment
+            self._drop(tp)  # fetched before a seek or reassignment
             queue = None
         if queue and (len(queue) >= PREFETCH_DEPTH or queue[-1].end_offset < 0):
             return f"{len(queue)} answer(s) buffered"
@@ -372,6 +363,12 @@ class Fetcher:
         if until is not None and until > loop_time:
             return f"backing off for {until - loop_time:.3f} s"
         return None
+
+    def _drop(self, tp: TopicPartition) -> None:
+        """Forget the data buffered for ``tp`` (it will never be handed out)."""
+        for fd in self._buffer.pop(tp, ()):
+            if fd.frame is not None:
+                fd.frame.leave(fd)
 
     def _routes(self) -> tuple[dict[int, dict[TopicPartition, PartitionFetch]], bool]:
         """Fetchable partitions by the node to fetch them from; True if some have no leader."""
@@ -597,6 +594,7 @@ class Fetcher:
         states = self.subs.states()
         loop_time = asyncio.get_running_loop().time()
         got_data = False
+        frame: SharedFrame | None = None
         for t in response.responses:
             topic = t.topic if version < _TOPIC_ID_FETCH_VERSION else names.get(t.topic_id)
             if topic is None:
@@ -644,7 +642,7 @@ class Fetcher:
                 records = p.records
                 if not records:
                     continue
-                view = own_bytes(memoryview(records))
+                view = memoryview(records)
                 cut = first_batch_size(view)
                 if cut is not None:
                     # a batch larger than we allowed: ask for at least its size next time
@@ -667,11 +665,18 @@ class Fetcher:
                     key_deserializer=config.key_deserializer,
                     value_deserializer=config.value_deserializer,
                 )
+                base = view.obj
+                if isinstance(base, (bytes, bytearray)) and len(view) < len(base):
+                    if frame is None:
+                        frame = SharedFrame(len(base))
+                    frame.join(fd)
                 if queue:
                     queue.append(fd)
                 else:
                     self._buffer[tp] = [fd]
                 got_data = True
+        if frame is not None:
+            frame.settle()  # e.g. one small partition in a big answer: copy it now
         if got_data:
             self._data.set()
 

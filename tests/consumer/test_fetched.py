@@ -210,11 +210,24 @@ def test_scan_end_reads_only_headers() -> None:
     assert (fd.end_offset, fd.end_epoch) == (8, 3)
 
 
-def test_a_small_slice_of_a_big_answer_is_copied_a_big_one_is_not() -> None:
-    from aiokproto.consumer.fetcher import own_bytes
+def test_a_shared_response_is_let_go_once_little_of_it_is_still_buffered() -> None:
+    from aiokproto.consumer.fetched import FetchedData, SharedFrame
+    from aiokproto.consumer.subscription import PartitionState
 
-    frame = bytearray(1000)
-    small = own_bytes(memoryview(frame)[100:300])
-    assert small.obj is not frame and bytes(small) == bytes(200)  # would pin 5x itself
-    big = own_bytes(memoryview(frame)[100:700])
-    assert big.obj is frame  # most of the answer: kept in place
+    frame_bytes = bytearray(range(256)) * 4  # a 1024-byte "response"
+    view = memoryview(frame_bytes)
+    members = [
+        FetchedData(TopicPartition("t", i), PartitionState(), 0, view[i * 200 : i * 200 + 200])
+        for i in range(4)
+    ]
+    frame = SharedFrame(len(frame_bytes))
+    for fd in members:
+        frame.join(fd)
+    frame.leave(members[0])
+    frame.leave(members[1])  # 400 of 1024 bytes still buffered: kept in place
+    assert members[3]._view.obj is frame_bytes and members[3].frame is frame
+    frame.leave(members[2])  # 200 left, under a quarter: copied out, response let go
+    last = members[3]
+    assert last.frame is None and last._view.obj is not frame_bytes
+    assert bytes(last._view) == bytes(frame_bytes[600:800])
+    assert last.unread_bytes == 200
