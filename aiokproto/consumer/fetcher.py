@@ -45,6 +45,7 @@ from aiokproto.errors import (
     UnsupportedVersionError,
     for_code,
 )
+from aiokproto.logs import RepeatingWarning
 from aiokproto.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
@@ -129,6 +130,7 @@ class Fetcher:
         #: partition answers thrown away because the partition moved while fetching
         self.discarded = 0
         self._skip_logged: dict[TopicPartition, str | None] = {}
+        self._node_trouble: dict[int, RepeatingWarning] = {}
         subscription.add_change_listener(self._subscription_changed)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -516,17 +518,25 @@ class Fetcher:
                 if plan.epoch > 0 and response.error_code in (70, 71):
                     log.debug("fetch session with node %d reset: %s", node, error)
                     return
-                log.warning("fetch from node %d failed: %s", node, error)
+                self._trouble(node)(f"fetch from node {node} failed: {error}")
                 if not error.retriable and not error.invalid_metadata:
                     self._errors.append(error)
                     self._data.set()
                 await asyncio.sleep(self.client.config.retry_backoff_ms / 1000)
                 return
+            self._trouble(node).recovered()
             self._handle_response(node, plan, response, version, mine)
         finally:
             for tp, state in mine.items():
                 if self._in_flight.get(tp) is state:
                     del self._in_flight[tp]
+
+    def _trouble(self, node: int) -> RepeatingWarning:
+        """The node's repeating-warning log: one line per outage, not one per retry."""
+        warning = self._node_trouble.get(node)
+        if warning is None:
+            warning = self._node_trouble[node] = RepeatingWarning(log, level=logging.INFO)
+        return warning
 
     def _build_request(self, plan: FetchPlan) -> FetchRequest:
         config = self.config
@@ -572,7 +582,7 @@ class Fetcher:
         if isinstance(exc, UnsupportedVersionError):
             self._errors.append(exc)
             self._data.set()
-        log.info("fetch from node %d failed (%s); retrying", node, exc)
+        self._trouble(node)(f"fetch from node {node} failed ({exc}); retrying")
         states = self.subs.states()
         for tp in wanted:
             state = states.get(tp)

@@ -68,6 +68,7 @@ from aiokproto.errors import (
     KafkaTimeoutError,
     for_code,
 )
+from aiokproto.logs import RepeatingWarning
 from aiokproto.protocol.messages.join_group import (
     JoinGroupResponse,
 )
@@ -142,6 +143,8 @@ class GroupCoordinator:
         self._revoking: Effect | None = None
         self._in_user_code = False  # the group task runs a rebalance listener
         self._heartbeat_task: asyncio.Task[None] | None = None
+        # the coordinator unreachable: one line per outage, not one per heartbeat
+        self._trouble = RepeatingWarning(log, level=logging.INFO)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -686,7 +689,7 @@ class GroupCoordinator:
     def _failed(self, exc: KafkaError, retry: Input, what: str) -> _Answer:
         """A request that did not get an answer: retry if retriable, else fatal."""
         if exc.retriable:
-            log.info("group %r: %s failed (%s); retrying", self.config.group_id, what, exc)
+            self._trouble(f"group {self.config.group_id!r}: {what} failed ({exc}); retrying")
             return _Answer(retry)
         return _Answer(Input.FATAL, error=exc)
 
@@ -927,10 +930,11 @@ class GroupCoordinator:
             response = await conn.send(request)
         except KafkaError as exc:
             if exc.retriable:
-                log.info("group %r: heartbeat failed (%s)", cfg.group_id, exc)
+                self._trouble(f"group {cfg.group_id!r}: heartbeat failed ({exc})")
                 self._forget_coordinator()
                 return None
             return _Answer(Input.FATAL, error=exc, tag=generation)
+        self._trouble.recovered()
         inp = member_input(response.error_code)
         if inp is None:
             return None
