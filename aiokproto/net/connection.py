@@ -198,7 +198,9 @@ class BrokerConnection:
             raise KafkaAuthenticationError(
                 f"TLS handshake with {self.host}:{self.port} failed: {exc}"
             ) from exc
-        except OSError as exc:
+        except (OSError, ValueError, OverflowError) as exc:
+            # ValueError (UnicodeError among them): a host a broker named that cannot be
+            # encoded (a NUL byte, a label IDNA rejects); OverflowError: a bad port
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         # Only the transport's behaviour is relied on (write/abort/get_extra_info):
         # uvloop's transports are not subclasses of asyncio.Transport.

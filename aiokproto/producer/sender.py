@@ -30,6 +30,7 @@ from aiokproto.errors import (
     UnknownProducerIdError,
     for_code,
 )
+from aiokproto.logs import RepeatingWarning
 from aiokproto.producer.accumulator import Accumulator
 from aiokproto.producer.batch import ProducerBatch, ProducerIdentity
 from aiokproto.producer.delivery import BatchResult
@@ -112,6 +113,7 @@ class Sender:
         self._bump_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.fatal: KafkaError | None = None
+        self._odd_epoch = RepeatingWarning(log)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -407,11 +409,13 @@ class Sender:
             await asyncio.sleep(delay)
 
     async def _bump(self) -> None:
+        current = self._acc.identity
+        attempts = 0
         try:
             while True:
                 try:
                     identity = await self.init_producer_id(
-                        self._acc.identity, self._config.default_api_timeout_ms
+                        current, self._config.default_api_timeout_ms
                     )
                 except KafkaError as exc:
                     if exc.retriable:
@@ -421,6 +425,19 @@ class Sender:
                     self._on_fatal()
                     self._acc.fail_all(exc)
                     return
+                if identity.producer_id == current.producer_id and (
+                    identity.epoch <= current.epoch
+                ):
+                    # not a new epoch (a broken answer): asking again at once would
+                    # spin; the partitions waiting for it expire at delivery_timeout_ms
+                    attempts += 1
+                    self._odd_epoch(
+                        f"InitProducerId answered epoch {identity.epoch} for producer "
+                        f"{identity.producer_id}, not a newer one than {current.epoch}; "
+                        "asking again"
+                    )
+                    await asyncio.sleep(backoff_s(self._config, attempts))
+                    continue
                 log.info("producer id %s epoch %s", identity.producer_id, identity.epoch)
                 self._acc.set_identity(identity)
                 return

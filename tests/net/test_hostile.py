@@ -301,3 +301,12 @@ async def test_a_slot_wait_is_bounded_by_the_request_timeout() -> None:
         conn.close()
         with pytest.raises(KafkaConnectionError):
             await first
+
+
+@pytest.mark.parametrize("host", ["bad\x00host", "a" * 70 + ".example", "127.0.0.1"])
+async def test_a_host_or_port_that_cannot_be_used_is_a_connection_error(host: str) -> None:
+    # Broker addresses come from broker answers: whatever they say, a typed error.
+    port = 70000 if host == "127.0.0.1" else 9092
+    conn = BrokerConnection(host, port, FAST)
+    with pytest.raises(KafkaConnectionError):
+        await conn.open()

@@ -391,3 +391,35 @@ async def test_metadata_with_impossible_partition_numbers_is_a_typed_error() -> 
         async with Producer(bootstrap_servers=fake.bootstrap, max_block_ms=500, **FAST) as p:
             with pytest.raises(KafkaTimeoutError, match="not present in metadata"):
                 await p.send(TOPIC, b"v", key=b"some key")
+
+
+async def test_an_epoch_bump_answered_with_the_same_epoch_backs_off() -> None:
+    # A broken broker answers InitProducerId with the epoch the producer already has:
+    # asking again at once would spin; it backs off, and goes on once a new one comes.
+    state = {"stuck": True}
+
+    def script(rec: Received) -> Reply | None:
+        if rec.api_key == 22:
+            fake.inits.append(rec)
+            epoch = 0 if state["stuck"] else 1
+            return Reply(response=InitProducerIdResponse(producer_id=77, producer_epoch=epoch))
+        if rec.api_key == 0:
+            fake.produces.append(rec)
+            if len(fake.produces) == 1:
+                return Reply(response=fake.answer(rec, 45))  # OUT_OF_ORDER: bump
+            return Reply(response=fake.answer(rec, 0))
+        return fake.script(rec)
+
+    fake = FakeCluster()
+    fake.broker.script = script
+    async with fake:
+        async with Producer(bootstrap_servers=fake.bootstrap, **FAST) as p:
+            handle = await p.send(TOPIC, b"v")
+            await asyncio.sleep(1.5)
+            # backing off (20 ms doubling to 100 ms) is ~16 requests; a spin is thousands
+            assert len(fake.inits) < 40, f"{len(fake.inits)} InitProducerId in 1.5 s"
+            state["stuck"] = False
+            meta = await asyncio.wait_for(handle, 10)
+    assert meta.offset == 0
+    resent = batches_of(fake.produces[-1])[0]
+    assert resent.producer_epoch == 1
