@@ -9,11 +9,13 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv jars lint typecheck codegen codegen-check test test-fast demo bench bench-full broker broker-stop broker-status clean
+.PHONY: help venv jars lint typecheck codegen codegen-check test test-fast faults soak demo bench bench-full broker broker-stop broker-status clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
 	@echo "make test    - set up, then ruff, mypy --strict, codegen --check and pytest"
+	@echo "make faults  - the fault-injection suite at full size (make test runs a slice)"
+	@echo "make soak    - 30 minutes of steady produce+consume; RSS/fd/task slopes"
 	@echo "make bench   - benchmarks against peer clients on one local broker"
 	@echo "make broker / broker-stop - keep a local single-node Kafka running"
 
@@ -61,6 +63,15 @@ test: venv jars lint typecheck codegen-check
 	$(call run_pytest,$(PYTEST_ARGS))
 	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py tests/consumer/test_positions.py $(PYTEST_ARGS))
 	$(call run_pytest,--event-loop uvloop -m "not slow" $(UVLOOP_SLICE) $(PYTEST_ARGS))
+
+# The fault-injection suite at full size: leader bounces, group churn, outages, network
+# faults, protocol fuzzing (make test runs a time-boxed slice of the same tests).
+faults: venv jars
+	AIOKPROTO_FAULTS=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/faults $(PYTEST_ARGS)
+
+SOAK_MINUTES ?= 30
+soak: venv jars
+	$(PY) -m tests.faults.chaos.soak --minutes $(SOAK_MINUTES)
 
 test-fast: venv
 	$(PY) -m pytest -q -x -m "not cluster and not slow" $(PYTEST_ARGS)
