@@ -6,6 +6,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
+from aiokproto.admin._batch import no_result
 from aiokproto.admin.base import (
     _TOPIC_GONE,
     AdminBase,
@@ -237,7 +238,9 @@ class GroupsMixin(AdminBase):
                     request.require_stable = require_stable
             response = await conn.send(request, version)
             if version >= 8:
-                group = response.groups[0]
+                group = next((g for g in response.groups if g.group_id == group_id), None)
+                if group is None:  # an answer about other groups, or none at all
+                    raise no_result(f"group {group_id!r}")
                 code, topics_out = group.error_code, group.topics
             else:
                 code, topics_out = response.error_code, response.topics

@@ -80,10 +80,14 @@ class TopicsMixin(AdminBase):
             )
             out: Outcome[str, CreatedTopic] = {}
             for r in response.topics:
+                asked = topics.get(r.name)
+                if asked is None or r.name not in names:
+                    # The broker's answer is trusted only for what was asked; an asked
+                    # topic it does not answer for fails with NoResult (a KafkaError).
+                    continue
                 if r.error_code:
                     out[r.name] = _error(r.error_code, r.error_message, f"topic {r.name!r}")
                     continue
-                asked = topics[r.name]
                 out[r.name] = CreatedTopic(
                     name=r.name,
                     topic_id=r.topic_id if version >= 7 and r.topic_id != ZERO_UUID else None,

@@ -44,6 +44,7 @@ HEADER_SIZE: Final = HEADER.size  # 61
 LOG_OVERHEAD: Final = 12
 _CRC_START: Final = 21  # attributes..end
 _CRC = struct.Struct(">I")
+_MAX_OFFSET: Final = 2**63 - 1
 _MIN_RECORD: Final = 7  # length, attributes, ts, offset, key len, value len, header count
 
 CODEC_MASK: Final = 0x07
@@ -377,6 +378,12 @@ class RecordBatch:
                                 f"{len(data) - LOG_OVERHEAD} bytes given")
         if self.record_count < 0:
             raise self._corrupt(f"negative record count {self.record_count}")
+        # Offsets are int64 and a fetch continues at next_offset: a batch whose last
+        # offset is negative or leaves no next offset cannot come from a broker.
+        if self.base_offset < 0 or self.last_offset_delta < 0 or \
+                self.base_offset + self.last_offset_delta >= _MAX_OFFSET:
+            raise self._corrupt(f"impossible offsets: base {self.base_offset}, last offset "
+                                f"delta {self.last_offset_delta}")
         if self.record_count * _MIN_RECORD > max(len(data) - HEADER_SIZE, 0) and \
                 not self.attributes & CODEC_MASK:
             raise self._corrupt(f"{self.record_count} records cannot fit in "

@@ -168,6 +168,9 @@ class LegacyBatch:
         self._data = data
         self.offset, self.crc, self.magic, self.attributes, self.timestamp, self._key, \
             self._value = _parse_message(data, check_crc)
+        # a fetch continues at next_offset, an int64: it must exist
+        if not 0 <= self.offset < 2**63 - 1:
+            raise CorruptRecordError(f"message with impossible offset {self.offset}")
 
     def __repr__(self) -> str:
         return (f"LegacyBatch(magic={self.magic}, last_offset={self.offset}, "
