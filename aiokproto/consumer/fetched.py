@@ -20,6 +20,8 @@ from aiokproto.records.batch_v2 import RecordBatch
 from aiokproto.records.reader import BatchReader
 from aiokproto.structs import TopicPartition
 
+_MAX_OFFSET = (1 << 63) - 1
+
 
 def first_batch_size(view: memoryview) -> int | None:
     """Size of the first batch in ``view`` if it is cut off, else None (it is whole)."""
@@ -51,8 +53,11 @@ def scan_end(view: memoryview) -> tuple[int, int]:
         else:
             if size < 26:
                 return -1, -1
+            last_delta = 0
             next_offset = base + 1  # a legacy entry's offset is its (last) record's
             epoch = -1
+        if base < 0 or last_delta < 0 or next_offset > _MAX_OFFSET:
+            return -1, -1  # impossible offsets: reported when the data is handed out
         pos += size
     return next_offset, epoch
 

@@ -41,6 +41,7 @@ from aiokproto.consumer.session import FetchPlan, FetchSession, PartitionFetch
 from aiokproto.consumer.subscription import PartitionState, SubscriptionState
 from aiokproto.consumer.transactions import AbortedFilter
 from aiokproto.errors import (
+    CorruptRecordError,
     KafkaError,
     UnsupportedVersionError,
     for_code,
@@ -65,6 +66,7 @@ _STALE_LEADER = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
 PREFETCH_DEPTH = 2
 _MIN_FETCH_VERSION = 4  # isolation level, last stable offset, aborted transactions
 _TOPIC_ID_FETCH_VERSION = 13
+_MAX_INT32 = (1 << 31) - 1
 
 
 class _Wakeup:
@@ -655,8 +657,23 @@ class Fetcher:
                 view = memoryview(records)
                 cut = first_batch_size(view)
                 if cut is not None:
+                    limit = min(self.client.config.max_response_size, _MAX_INT32)
+                    if cut > limit:
+                        # no answer we accept could ever carry it
+                        self._partition_errors[tp] = (
+                            state,
+                            state.seeks,
+                            spec.fetch_offset,
+                            CorruptRecordError(
+                                f"{tp.topic}-{tp.partition} at offset {spec.fetch_offset}: "
+                                f"a record batch of {cut} bytes, more than "
+                                f"max_response_size ({limit})"
+                            ),
+                        )
+                        self._data.set()
+                        continue
                     # a batch larger than we allowed: ask for at least its size next time
-                    self._oversized[tp] = max(cut, spec.max_bytes * 2)
+                    self._oversized[tp] = min(limit, max(cut, spec.max_bytes * 2))
                     self.wake()
                     continue
                 self._oversized.pop(tp, None)

@@ -17,6 +17,7 @@ from aiokproto.cluster.client import ClusterClient
 from aiokproto.deadline import before
 from aiokproto.errors import (
     KafkaError,
+    KafkaProtocolError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
@@ -149,6 +150,13 @@ class OffsetClient:
                     continue
                 if p.error_code:
                     errors[tp] = _partition_error(p.error_code, tp)
+                elif p.offset < 0 and specs[tp][0] in (EARLIEST, LATEST):
+                    # -1 only means "none" for a timestamp look-up; a log always has ends
+                    errors[tp] = KafkaProtocolError(
+                        f"ListOffsets answered offset {p.offset} for the "
+                        f"{'beginning' if specs[tp][0] == EARLIEST else 'end'} of "
+                        f"{tp.topic}-{tp.partition}"
+                    )
                 else:
                     results[tp] = OffsetAnswer(p.offset, p.timestamp, p.leader_epoch)
         return results, errors

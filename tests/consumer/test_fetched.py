@@ -231,3 +231,21 @@ def test_a_shared_response_is_let_go_once_little_of_it_is_still_buffered() -> No
     assert last.frame is None and last._view.obj is not frame_bytes
     assert bytes(last._view) == bytes(frame_bytes[600:800])
     assert last.unread_bytes == 200
+
+
+def test_scan_end_refuses_impossible_offsets() -> None:
+    from aiokproto.consumer.fetched import scan_end
+
+    def batch(base: int, last_delta: int) -> memoryview:
+        buf = bytearray(61)
+        buf[0:8] = base.to_bytes(8, "big", signed=True)
+        buf[8:12] = (61 - 12).to_bytes(4, "big")
+        buf[16] = 2
+        buf[23:27] = last_delta.to_bytes(4, "big", signed=True)
+        return memoryview(buf)
+
+    assert scan_end(batch(10, 4)) == (15, 0)
+    # the next fetch would start past int64 (or before 0): no prefetch from there
+    assert scan_end(batch((1 << 63) - 1, 0)) == (-1, -1)
+    assert scan_end(batch(-5, 0)) == (-1, -1)
+    assert scan_end(batch(10, -3)) == (-1, -1)

@@ -29,52 +29,23 @@ RSS_GROWTH_LIMIT = 64 * 2**20  # per worker process, over the whole run
 # one is counted apart ("known-failing") instead of failing the run; the xfail test
 # below replays the examples and starts passing (XPASS, strict: so it fails) once the
 # defect is fixed: then delete the entry.
-KNOWN_FAILING: tuple[KnownDefect, ...] = (
-    KnownDefect(
-        name="fetch-offset-past-int64",
-        reason=(
-            "consumer/fetched.py scan_end() takes the next fetch offset from batch "
-            "headers unchecked: a batch at base offset 2**63-1 gives 2**63, the "
-            "prefetching FetchRequest cannot be encoded (ValueError) and the fetcher "
-            "task dies. (The hand-out path now gets CorruptRecordError from "
-            "records/: such a batch header is rejected there.) Fix: scan_end() returns "
-            "(-1, -1) for base < 0, last offset delta < 0 or next offset > 2**63-1."
-        ),
-        mutations=("records",),
-        outcome="CRASH",
-        detail="pack(self.fetch_offset)",
-        examples=("1:21729",),
-    ),
-    KnownDefect(
-        name="fetch-size-past-int32",
-        reason=(
-            "consumer fetcher: a fetched partition whose first batch claims a length "
-            "beyond the data (batchLength 0x7fffffff) makes the next FetchRequest ask "
-            "for partition_max_bytes > 2**31-1; encoding it raises ValueError, the "
-            "fetcher task dies and every getmany() raises \"the consumer's fetcher "
-            "failed\". Fix: cap the grown partition_max_bytes (at max_response_size, "
-            "and int32), or report such a first batch as CorruptRecordError."
-        ),
-        mutations=("records",),
-        outcome="CRASH",
-        detail="pack(self.partition_max_bytes)",
-        examples=("1:8435",),
-    ),
-    KnownDefect(
-        name="group-answer-without-member-id",
-        reason=(
-            "consumer/group/state.py GroupMachine.feed raises ValueError for a JoinGroup "
-            "answer without a member id (MEMBER_ID_REQUIRED with member_id '', or a "
-            "success with member_id ''); the group task dies (\"group task failed: "
-            "ValueError(...)\"). Fix: turn such an answer into a retriable input (rejoin "
-            "after back-off) or a typed KafkaProtocolError, not a ValueError."
-        ),
-        mutations=(),
-        outcome="CRASH",
-        detail="consumer/group/state.py",
-        examples=("1:24474", "1:53094"),
-    ),
-)
+KNOWN_FAILING: tuple[KnownDefect, ...] = ()
+
+# Cases that once failed, each a defect fixed since (replayed in every run, whatever
+# the slice): "seed:index" -> what was wrong.
+REGRESSIONS: dict[str, str] = {
+    "1:4086": "a broker host with a NUL byte escaped as ValueError",
+    "1:3853": "a broker host IDNA cannot encode escaped as UnicodeError",
+    "1:7075": "an epoch bump answered with the same epoch spun InitProducerId",
+    "1:21729": "a batch at offset 2**63-1 made the next Fetch unencodable",
+    "1:89652": "a batch at offset 2**63-1 made the next Fetch unencodable",
+    "1:8435": "a batch claiming 2 GiB pushed partition_max_bytes past int32",
+    "1:61427": "a batch claiming 2 GiB pushed partition_max_bytes past int32",
+    "1:81372": "a batch claiming 2 GiB pushed partition_max_bytes past int32",
+    "1:24474": "a JoinGroup answer without a member id killed the group task",
+    "1:53094": "a JoinGroup answer without a member id killed the group task",
+    "1:63354": "a JoinGroup answer without a member id killed the group task",
+}
 
 
 def test_every_scenario_replays_unmutated() -> None:
@@ -153,3 +124,15 @@ def test_known_failing_cases(defect: KnownDefect) -> None:
     report = run_in_new_loop(corpus, plans, wall_limit_s=5.0)
     failed = [r for r in report.results if r.failure]
     assert not failed, "\n".join(f"{r.line()}\n{r.detail}" for r in failed)
+
+
+def test_cases_that_once_failed_stay_fixed() -> None:
+    corpus = default_corpus()
+    plans = []
+    for example in REGRESSIONS:
+        seed, index = map(int, example.split(":"))
+        plans.append(plan_case(corpus, seed, index))
+    report = run_in_new_loop(corpus, plans, wall_limit_s=5.0)
+    failed = [r for r in report.results if r.failure]
+    assert not failed, "\n".join(f"{r.line()}\n{r.detail}" for r in failed)
+    assert not report.never_retrieved

@@ -721,6 +721,15 @@ class GroupCoordinator:
             return self._failed(exc, Input.JOIN_COORDINATOR_LOST, "JoinGroup")
         code = response.error_code
         inp = join_input(code)
+        if (inp is Input.JOINED and (not response.member_id or response.generation_id < 0)) or (
+            inp is Input.MEMBER_ID_REQUIRED and not response.member_id
+        ):
+            # a broken answer (no member id, no generation): join again after a back-off
+            log.warning(
+                "group %r: JoinGroup answer without a member id or generation; rejoining",
+                cfg.group_id,
+            )
+            return _Answer(Input.JOIN_RETRY)
         if inp is Input.JOINED:
             self._backoff.succeeded()
             self._join = response

@@ -118,6 +118,12 @@ def decode_assignment(data: bytes | bytearray | memoryview) -> Assignment:
     version = _version(data, "consumer assignment")
     read_as = min(version, ConsumerProtocolAssignment.MAX_VERSION)
     body, _ = ConsumerProtocolAssignment.decode_from(data, 2, read_as)
+    for t in body.assigned_partitions:
+        if not t.topic or any(p < 0 for p in t.partitions):
+            raise KafkaProtocolError(
+                f"the group's assignment names partition(s) {t.partitions} of topic "
+                f"{t.topic!r}: not a valid assignment"
+            )
     return Assignment(
         partitions=tuple(
             TopicPartition(t.topic, p) for t in body.assigned_partitions for p in t.partitions
