@@ -32,23 +32,29 @@ class RepeatingWarning:
         self._interval = interval_s
         self._clock = clock
         self._level = level
-        self._last: str | None = None
+        self._last: str | None = None  # the key of the warning being repeated
+        self._latest = ""  # its latest text
         self._held = 0  # repeats of _last not logged yet
         self._total = 0  # repeats of _last since it was first logged
         self._since = 0.0
         self._next_summary = 0.0
 
-    def __call__(self, message: str) -> None:
-        """Report ``message`` now (logged, counted, or summarised)."""
+    def __call__(self, message: str, *, kind: str | None = None) -> None:
+        """Report ``message`` now (logged, counted, or summarised). Messages of the same
+        ``kind`` (default: the same text) are one repeating warning, whose details (a
+        broker's address, say) may change; summaries show the latest text."""
         now = self._clock()
-        if message != self._last:
+        key = message if kind is None else kind
+        if key != self._last:
             self._flush()
-            self._last = message
+            self._last = key
+            self._latest = message
             self._held = self._total = 0
             self._since = now
             self._next_summary = now + self._interval
             self._log.log(self._level, "%s", message)
             return
+        self._latest = message
         self._held += 1
         self._total += 1
         if now >= self._next_summary:
@@ -69,12 +75,12 @@ class RepeatingWarning:
             self._flush()
             if self._total:
                 self._log.info(
-                    "recovered after %.0f s: %s", self._clock() - self._since, self._last
+                    "recovered after %.0f s: %s", self._clock() - self._since, self._latest
                 )
         self._last = None
         self._held = self._total = 0
 
     def _flush(self) -> None:
         if self._last is not None and self._held:
-            self._log.log(self._level, "%s (%d more time(s))", self._last, self._held)
+            self._log.log(self._level, "%s (%d more time(s))", self._latest, self._held)
         self._held = 0

@@ -24,6 +24,7 @@ from aiokproto.cluster.snapshot import (
     TopicInfo,
     apply_leader_hint,
     apply_metadata,
+    usable_broker,
 )
 from aiokproto.errors import (
     KafkaConnectionError,
@@ -42,10 +43,6 @@ log = logging.getLogger(__name__)
 _TRANSIENT_TOPIC_ERRORS = {5, 6, 9, 56, 74, 75}
 
 MetadataSender = Callable[[Any], Awaitable[Any]]
-
-
-def _valid_broker(b: Any) -> bool:
-    return bool(b.host) and 0 < b.port < 65536 and b.node_id >= 0
 
 
 def _partition_layout_error(name: str, indexes: list[int]) -> str | None:
@@ -70,7 +67,9 @@ def snapshot_from_response(
     kept, as for a transient error), so nothing downstream meets an impossible layout.
     """
     brokers = [
-        BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers if _valid_broker(b)
+        broker
+        for broker in (BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers)
+        if usable_broker(broker)
     ]
     topics: list[TopicInfo] = []
     missing: list[str] = []
@@ -87,7 +86,7 @@ def snapshot_from_response(
                 continue
         problem = _partition_layout_error(name, [p.partition_index for p in t.partitions])
         if problem is not None:
-            _malformed(problem)
+            _malformed(problem, kind="malformed topic in a Metadata answer")
             errors.setdefault(name, UnknownServerErrorError.errno)
             continue
         parts = {
@@ -294,7 +293,9 @@ class MetadataCache:
                 raise
             except KafkaError as exc:
                 self._last_error = exc
-                self._refresh_failed(f"metadata refresh failed: {exc}")
+                self._refresh_failed(
+                    f"metadata refresh failed: {exc}", kind="metadata refresh failed"
+                )
                 for w in waiters:
                     if not w.done():
                         w.set_exception(exc)

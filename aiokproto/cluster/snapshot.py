@@ -84,6 +84,11 @@ class ClusterSnapshot:
         return None
 
 
+def usable_broker(broker: BrokerInfo) -> bool:
+    """A broker entry a client could connect to (answers are untrusted input)."""
+    return bool(broker.host) and 0 < broker.port < 65536 and broker.node_id >= 0
+
+
 def merge_topic(old: TopicInfo | None, new: TopicInfo) -> TopicInfo:
     """Combine a fresh answer with what we had, never regressing a leader epoch."""
     if old is None or old.topic_id != new.topic_id or new.topic_id == ZERO_UUID:
@@ -143,13 +148,16 @@ def apply_leader_hint(
     part = None if info is None else info.partitions.get(partition)
     if info is None or part is None or leader < 0 or leader_epoch <= part.leader_epoch:
         return None
+    brokers = dict(old.brokers)
+    for endpoint in endpoints:
+        if usable_broker(endpoint):  # an answer's endpoints are as untrusted as Metadata
+            brokers[endpoint.node_id] = endpoint
+    if leader not in brokers:
+        return None  # a leader nobody can reach: wait for Metadata instead
     parts = dict(info.partitions)
     parts[partition] = replace(part, leader=leader, leader_epoch=leader_epoch, error_code=0)
     topics = dict(old.topics)
     topics[topic] = replace(info, partitions=_frozen(parts))
-    brokers = dict(old.brokers)
-    for endpoint in endpoints:
-        brokers[endpoint.node_id] = endpoint
     return replace(
         old,
         topics=MappingProxyType(topics),

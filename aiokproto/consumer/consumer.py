@@ -9,9 +9,10 @@ topics (or a pattern) is served by assigning every partition of them to this con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiokproto.cluster.client import ClusterClient
@@ -38,6 +39,13 @@ if TYPE_CHECKING:
     from aiokproto.consumer.group.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
+
+
+def _log_stop_failure(task: asyncio.Task[None]) -> None:
+    # the shutdown's error reaches every stop() caller; this keeps a stop requested from
+    # a rebalance listener (nobody awaits it) from failing silently
+    if not task.cancelled() and task.exception() is not None:
+        log.error("stopping the consumer failed: %r", task.exception())
 
 
 def _check_tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
@@ -89,6 +97,8 @@ class Consumer:
         self._positions_version = -1
         self._static_topics: frozenset[str] | None = None
         self._all_topics_wanted = False
+        self._stop_task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         if topics:
             self._subs.subscribe(topics)
 
@@ -120,16 +130,30 @@ class Consumer:
         self._state = "running"
 
     async def stop(self, *, timeout_ms: int | None = None) -> None:
-        """Leave the group (final auto-commit if enabled) and close every connection."""
-        if self._state in ("stopped", "new"):
+        """Leave the group (final auto-commit and ``on_partitions_revoked``) and close
+        every connection. Concurrent calls all wait for the same shutdown, which goes on
+        if a caller is cancelled. Called from a rebalance listener, it returns at once:
+        the shutdown waits for the listener to return."""
+        if self._state == "new":
             self._state = "stopped"
             return
-        self._drop_pending()
-        self._state = "stopping"
-        # Callers waiting for records get their answer now, not when shutdown ends:
-        # async for ends, getone()/getmany() raise ConsumerStoppedError.
-        self._fetcher.release_waiters()
-        await self._shutdown(timeout_ms)
+        task = self._stop_task
+        if task is None:
+            if self._state == "stopped":
+                return
+            self._drop_pending()
+            self._state = "stopping"
+            self._stopping.set()
+            # Callers waiting for records get their answer now, not when shutdown ends:
+            # async for ends, getone()/getmany() raise ConsumerStoppedError.
+            self._fetcher.release_waiters()
+            task = self._stop_task = asyncio.get_running_loop().create_task(
+                self._shutdown(timeout_ms), name="aiokproto-consumer-stop"
+            )
+            task.add_done_callback(_log_stop_failure)
+        if self._group is not None and self._group.in_group_task():
+            return  # inside a rebalance listener: waiting here would wait for itself
+        await asyncio.shield(task)
 
     close = stop
 
@@ -426,6 +450,7 @@ class Consumer:
         fetcher = self._fetcher
         while True:
             await self._poll_housekeeping()
+            self._check_running()
             waiter = fetcher.data_waiter()
             out = fetcher.drain(limit, only)
             if out:
@@ -451,6 +476,7 @@ class Consumer:
                 return recs[0]
         while True:
             await self._poll_housekeeping()
+            self._check_running()
             waiter = self._fetcher.data_waiter()
             out = self._fetcher.drain(1, only)
             for recs in out.values():
@@ -481,7 +507,12 @@ class Consumer:
         fetcher = self._fetcher
         limit = self._config.max_poll_records
         while True:
-            await self._poll_housekeeping()
+            try:
+                await self._poll_housekeeping()
+            except ConsumerStoppedError:
+                raise StopAsyncIteration from None
+            if self._state != "running":
+                raise StopAsyncIteration
             waiter = fetcher.data_waiter()
             out = fetcher.drain(limit)
             if out:
@@ -531,6 +562,8 @@ class Consumer:
                 if state is not None:
                     state.position = offset
                     state.leader_epoch = epoch
+                    if state.handed is not None and state.handed > offset:
+                        state.handed = offset  # never reached the application
         rest = self._pending[self._pending_index :]
         if partitions is None:
             rest = []
@@ -578,7 +611,26 @@ class Consumer:
         elif self._subs.in_group:
             self._assign_all_subscribed()
         if self._subs.assignment_version != self._positions_version:
-            await self._ensure_positions()
+            await self._unless_stopping(self._ensure_positions)
+
+    async def _unless_stopping(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Run ``step`` (it may wait on the network); ``stop()`` interrupts it with
+        ``ConsumerStoppedError`` at once rather than when its requests time out."""
+        if self._stopping.is_set():
+            raise ConsumerStoppedError(f"the consumer is {self._state}")
+        work = asyncio.ensure_future(step())
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((work, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await work
+        if work.cancelled():
+            raise ConsumerStoppedError(f"the consumer is {self._state}")
+        work.result()
 
     async def _ensure_positions(self) -> None:
         """Give every assigned partition without a position one: the committed offset

@@ -262,7 +262,9 @@ class Fetcher:
                     break
             if parts:
                 recs = parts[0] if len(parts) == 1 else [r for part in parts for r in part]
-                state.leader_epoch = recs[-1][8]
+                last = recs[-1]
+                state.leader_epoch = last[8]
+                state.handed = last[2] + 1
                 out[tp] = recs
                 remaining -= got
             if error is not None or remaining <= 0:
@@ -520,7 +522,7 @@ class Fetcher:
                 if plan.epoch > 0 and response.error_code in (70, 71):
                     log.debug("fetch session with node %d reset: %s", node, error)
                     return
-                self._trouble(node)(f"fetch from node {node} failed: {error}")
+                self._trouble(node)(f"fetch from node {node} failed: {error}", kind="answer")
                 if not error.retriable and not error.invalid_metadata:
                     self._errors.append(error)
                     self._data.set()
@@ -584,7 +586,7 @@ class Fetcher:
         if isinstance(exc, UnsupportedVersionError):
             self._errors.append(exc)
             self._data.set()
-        self._trouble(node)(f"fetch from node {node} failed ({exc}); retrying")
+        self._trouble(node)(f"fetch from node {node} failed ({exc}); retrying", kind="request")
         states = self.subs.states()
         for tp in wanted:
             state = states.get(tp)

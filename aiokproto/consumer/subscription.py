@@ -29,6 +29,7 @@ class PartitionState:
 
     __slots__ = (
         "base",
+        "handed",
         "highwater",
         "last_stable_offset",
         "leader_epoch",
@@ -65,6 +66,9 @@ class PartitionState:
         # the position as of the last commit, seek or reset: position != base means
         # records were handed out that no commit covers yet
         self.base: int | None = None
+        # the offset after the last record handed to the application (None: none yet);
+        # handed > base means records were handed out that no commit covers
+        self.handed: int | None = None
         # being given back to the group: nothing is fetched or handed out any more
         self.revoking = False
 
@@ -77,6 +81,11 @@ class PartitionState:
             and not self.validate_epoch
             and not self.revoking
         )
+
+    def uncommitted(self) -> bool:
+        """Records were handed out past the last commit, seek or reset."""
+        handed = self.handed
+        return handed is not None and (self.base is None or handed > self.base)
 
     def __repr__(self) -> str:
         return (
@@ -280,7 +289,7 @@ class SubscriptionState:
         self._states = {tp: states.get(tp) or PartitionState() for tp in tps}
         if retire:  # the group took them: remember any consumption no commit covers
             for tp, state in states.items():
-                if tp not in tps and state.position is not None and state.position != state.base:
+                if tp not in tps and state.uncommitted():
                     self._retired[tp] = state
         self._assigned = tps
         self.assignment_version += 1
@@ -396,9 +405,7 @@ class SubscriptionState:
     def take_uncommitted_moved(self) -> list[TopicPartition]:
         """Partitions that left the assignment with records handed out and never
         committed (they will be consumed again elsewhere); forgotten once returned."""
-        moved = sorted(
-            tp for tp, state in self._retired.items() if state.position != state.base
-        )
+        moved = sorted(tp for tp, state in self._retired.items() if state.uncommitted())
         self._retired.clear()
         return moved
 

@@ -144,7 +144,6 @@ class BrokerConnection:
         self._next_id = 0
         self._listeners: list[CloseListener] = []
         self._reauth_at: float | None = None
-        self._reauth_lock = asyncio.Lock()
         self._last_used = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._throttled_until = 0.0  # loop time; KIP-219 client-side throttling
@@ -252,11 +251,12 @@ class BrokerConnection:
     ) -> Any:
         """Send ``request`` and return its decoded response (None without a response).
 
-        The call is bounded by ``timeout_ms`` (default ``request_timeout_ms``),
-        waiting for a free in-flight slot or for the socket to drain included, plus a
-        broker's throttle (KIP-219, at most ``request_timeout_ms``):
-        ``KafkaTimeoutError`` when it runs out.
-        Requests are written in the order ``send()`` was called.
+        The call is bounded by ``timeout_ms`` (default ``request_timeout_ms``), waiting
+        for earlier requests to be written, for a free in-flight slot or for the socket
+        to drain included, plus a broker's throttle (KIP-219, at most
+        ``request_timeout_ms``): ``KafkaTimeoutError`` when it runs out. Requests are
+        written in the order ``send()`` was called; a due re-authentication (KIP-368)
+        happens in that same order, before the next request is written.
         ``expect_response=False`` is for acks=0 produce, which the broker never answers.
         """
         loop = asyncio.get_running_loop()
@@ -264,44 +264,79 @@ class BrokerConnection:
         deadline = loop.time() + timeout
         if version is None:
             version = self.version_for(type(request))
-        if self._reauth_at is not None and loop.time() >= self._reauth_at:
-            await self._reauthenticate()
-        response_cls = type(request).RESPONSE if expect_response else None
+        gate = self._gate
         # One gate, FIFO: whatever may suspend before the write happens inside it, so
-        # a throttle or a full socket can never let a later request overtake an
-        # earlier one (the producer's per-partition order depends on it).
-        async with self._gate:
-            if response_cls is not None:
-                if self._slots.locked():
-                    await self._wait_until(deadline, request, self._slots.acquire)
-                else:
-                    await self._slots.acquire()  # free: returns without suspending
-            try:
-                throttled = self._throttled_until - loop.time()
-                if throttled > 0:
-                    # The broker answered a quota violation at once and left the wait to
-                    # us (capped when noted); the request's own time starts after it.
-                    await asyncio.sleep(throttled)
-                    deadline += throttled
-                if not self._writable.is_set() and self._error is None:
-                    try:
-                        await self._wait_until(deadline, request, self._writable.wait)
-                    except KafkaTimeoutError as exc:
-                        # A socket that does not drain for a whole timeout is dead; and
-                        # nothing queued behind this request may be written without it.
-                        self._kill(exc)
-                        raise
-                future = self._write(request, version, response_cls, deadline, timeout)
-            except BaseException:
-                if response_cls is not None:
-                    self._slots.release()
-                raise
+        # a throttle, a full socket or a re-authentication can never let a later
+        # request overtake an earlier one (the producer's partition order depends on it).
+        if gate.locked():
+            await self._wait_until(deadline, request, gate.acquire)
+        else:
+            await gate.acquire()  # free: returns without suspending
+        try:
+            if self._reauth_at is not None and loop.time() >= self._reauth_at:
+                await self._reauthenticate()
+            future = await self._queue_write(request, version, expect_response, deadline, timeout)
+        finally:
+            gate.release()
         if future is None:
             return None
         try:
             return await future
         finally:
             self._slots.release()
+
+    async def _roundtrip(self, request: Request, version: int | None = None) -> Any:
+        """Write and await one request without the gate (the caller holds it, or no one
+        else can be sending: the handshake while opening)."""
+        loop = asyncio.get_running_loop()
+        timeout = self.config.request_timeout_ms / 1000
+        if version is None:
+            version = self.version_for(type(request))
+        future = await self._queue_write(request, version, True, loop.time() + timeout, timeout)
+        assert future is not None
+        try:
+            return await future
+        finally:
+            self._slots.release()
+
+    async def _queue_write(
+        self,
+        request: Request,
+        version: int,
+        expect_response: bool,
+        deadline: float,
+        budget: float,
+    ) -> asyncio.Future[Any] | None:
+        """Take a slot, wait out a throttle and a full socket, write. The slot is the
+        caller's to release once the answer is in (None: no answer expected).
+        ``budget``: the caller's whole timeout in seconds (``deadline`` is when it ends)."""
+        loop = asyncio.get_running_loop()
+        response_cls = type(request).RESPONSE if expect_response else None
+        if response_cls is not None:
+            if self._slots.locked():
+                await self._wait_until(deadline, request, self._slots.acquire)
+            else:
+                await self._slots.acquire()  # free: returns without suspending
+        try:
+            throttled = self._throttled_until - loop.time()
+            if throttled > 0:
+                # The broker answered a quota violation at once and left the wait to
+                # us (capped when noted); the request's own time starts after it.
+                await asyncio.sleep(throttled)
+                deadline += throttled
+            if not self._writable.is_set() and self._error is None:
+                try:
+                    await self._wait_until(deadline, request, self._writable.wait)
+                except KafkaTimeoutError as exc:
+                    # A socket that does not drain for a whole timeout is dead; and
+                    # nothing queued behind this request may be written without it.
+                    self._kill(exc)
+                    raise
+            return self._write(request, version, response_cls, deadline, budget)
+        except BaseException:
+            if response_cls is not None:
+                self._slots.release()
+            raise
 
     async def _wait_until(
         self, deadline: float, request: Request, wait: Callable[[], Awaitable[Any]]
@@ -321,7 +356,9 @@ class BrokerConnection:
     def _why_waiting(self) -> str:
         if not self._writable.is_set():
             return "the socket does not drain"
-        return f"{self.in_flight} request(s) in flight fill every slot"
+        if self._slots.locked():
+            return f"{self.in_flight} request(s) in flight fill every slot"
+        return "earlier requests on this connection are still being written"
 
     def _write(
         self,
@@ -339,11 +376,18 @@ class BrokerConnection:
         self._next_id = (corr + 1) & 0x7FFFFFFF
         buf = encode_request(request, version, corr, self.config.client_id)
         loop = asyncio.get_running_loop()
-        self._last_used = loop.time()
+        now = self._last_used = loop.time()
         future: asyncio.Future[Any] | None = None
         if response_cls is not None:
             future = loop.create_future()
-            timer = loop.call_at(deadline, self._on_timeout, corr, timeout)
+            # The caller's own deadline may be near when its request is finally written
+            # (it queued): it is told at its deadline, but the connection is declared
+            # dead only when the broker has had a whole request timeout to answer.
+            kill_at = now + max(timeout, self.config.request_timeout_ms / 1000)
+            if deadline < kill_at - 0.001:
+                timer = loop.call_at(deadline, self._on_caller_deadline, corr, kill_at)
+            else:
+                timer = loop.call_at(kill_at, self._on_timeout, corr, kill_at - now)
             self._in_flight[corr] = _Pending(future, response_cls, api_key, version, timer)
         transport.write(buf)
         return future
@@ -407,6 +451,23 @@ class BrokerConnection:
                 raise
             # A broker that does not know our ApiVersions version answers in v0 form.
             return pending.response_cls.decode(body, 0)
+
+    def _on_caller_deadline(self, corr: int, kill_at: float) -> None:
+        """The caller's time is up: tell it; the answer is still awaited (and dropped)
+        until the broker's own request timeout has passed."""
+        pending = self._in_flight.get(corr)
+        if pending is None:
+            return
+        if not pending.future.done():
+            pending.future.set_exception(
+                KafkaTimeoutError(
+                    f"{api_name(pending.api_key)} v{pending.version} to {self} got no "
+                    "response before the caller's timeout"
+                )
+            )
+        pending.timer = asyncio.get_running_loop().call_at(
+            kill_at, self._on_timeout, corr, self.config.request_timeout_ms / 1000
+        )
 
     def _on_timeout(self, corr: int, timeout: float) -> None:
         pending = self._in_flight.pop(corr, None)
@@ -475,7 +536,7 @@ class BrokerConnection:
                 client_software_name=_SOFTWARE_NAME,
                 client_software_version=_SOFTWARE_VERSION,
             )
-            response = await self.send(request, version)
+            response = await self._roundtrip(request, version)
             ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             if response.error_code == 0:
                 self.api_versions = ranges
@@ -489,7 +550,7 @@ class BrokerConnection:
     async def _authenticate(self) -> None:
         security = self.config.security
         mechanism = await security.new_mechanism()
-        handshake = await self.send(SaslHandshakeRequest(mechanism=mechanism.name))
+        handshake = await self._roundtrip(SaslHandshakeRequest(mechanism=mechanism.name))
         if handshake.error_code:
             raise for_code(handshake.error_code)(
                 f"{mechanism.name} on {self.host}:{self.port}; the broker enables "
@@ -498,7 +559,7 @@ class BrokerConnection:
         message: bytes | None = mechanism.first_message()
         lifetime_ms = 0
         while message is not None:
-            response = await self.send(SaslAuthenticateRequest(auth_bytes=message))
+            response = await self._roundtrip(SaslAuthenticateRequest(auth_bytes=message))
             if response.error_code:
                 raise for_code(response.error_code)(
                     f"{mechanism.name} authentication to {self.host}:{self.port} failed: "
@@ -515,13 +576,14 @@ class BrokerConnection:
             self._reauth_at = None
 
     async def _reauthenticate(self) -> None:
-        async with self._reauth_lock:
-            loop = asyncio.get_running_loop()
-            if self._reauth_at is None or loop.time() < self._reauth_at:
-                return
-            self._reauth_at = None
-            try:
-                await self._authenticate()
-            except KafkaError as exc:
-                self._kill(exc)
-                raise
+        """Re-run SASL; the caller holds the gate, so nothing is written meanwhile."""
+        self._reauth_at = None
+        try:
+            await self._authenticate()
+        except KafkaError as exc:
+            self._kill(exc)
+            raise
+        except asyncio.CancelledError:
+            # cancelled mid-exchange: the session state is unknown; start over
+            self._kill(KafkaConnectionError(f"{self}: re-authentication was interrupted"))
+            raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Iterable, Sequence
 from time import time as _time
 from typing import Any, NoReturn, Self
@@ -183,7 +184,12 @@ class Producer:
         self._sender: Sender | None = None
         self._topics: dict[str, _TopicState] = {}
         self._sticky: dict[str, StickyPartitioner] = {}
-        self._space_waiters: list[asyncio.Future[None]] = []
+        # calls waiting for buffer memory, first come first served, and the bytes
+        # reserved for those at the head that were let through
+        self._space_queue: deque[_SpaceWait] = deque()
+        self._reserved = 0
+        self._stop_task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self._running = False
         self._accepting = False  # running and the sender is healthy
         # accepting, and records need no serializing: send()'s one check on its fast path
@@ -240,23 +246,31 @@ class Producer:
         ``delivery_timeout_ms``), fail what could not be, and close.
 
         Records still undelivered fail with ``KafkaTimeoutError``; ``send`` raises
-        ``IllegalStateError`` from now on.
+        ``IllegalStateError`` from now on. Concurrent calls all wait for the same
+        shutdown, which goes on if a caller is cancelled.
         """
-        if not self._running:
+        task = self._stop_task
+        if task is None:
+            if not self._running:
+                self._closed = True
+                return
+            self._running = self._accepting = self._plain = False
             self._closed = True
-            return
-        self._running = self._accepting = self._plain = False
-        self._closed = True
+            assert self._client is not None
+            self._stopping.set()
+            self._client.metadata.interrupt_waiters()  # sends waiting for a topic give up
+            self._fail_space_waiters(IllegalStateError("the Producer was stopped"))
+            task = self._stop_task = asyncio.get_running_loop().create_task(
+                self._shutdown(timeout_ms), name="aiokproto-producer-stop"
+            )
+        await asyncio.shield(task)
+
+    async def _shutdown(self, timeout_ms: int | None) -> None:
         acc, sender, client = self._acc, self._sender, self._client
         assert acc is not None and sender is not None and client is not None
-        client.metadata.interrupt_waiters()  # sends waiting for a topic give up now
         timeout = (self.options.delivery_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         acc.closing = True
         sender.wake()
-        for waiter in self._space_waiters:
-            if not waiter.done():
-                waiter.set_exception(IllegalStateError("the Producer was stopped"))
-                waiter.exception()  # its sender may have been cancelled meanwhile
         try:
             futures = [b.future for b in acc.incomplete]
             if futures and sender.fatal is None:
@@ -360,7 +374,7 @@ class Producer:
         else:
             pq = ts.queues[self._choose(ts, key, charge)]
         acc = self._acc
-        if acc.used + charge > acc.limit:
+        if acc.used + self._reserved + charge > acc.limit or self._space_queue:
             await self._wait_for_space(charge)
             waited = True
         if waited and not self._accepting:
@@ -490,8 +504,8 @@ class Producer:
                     last = part
         acc = self._acc
         total = sum(charges)
-        if acc.used + total > acc.limit and acc.used:
-            await self._wait_for_space(min(total, acc.limit))
+        if acc.used + self._reserved + total > acc.limit or self._space_queue:
+            await self._wait_for_space(total)
             waited = True
         if waited and not self._accepting:
             self._check_running()  # stopped (or failed) while this call waited
@@ -600,10 +614,23 @@ class Producer:
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
             raise KafkaConfigError(f"partition must be an int >= 0 or None, not {partition!r}")
         assert self._client is not None
+        # a refresh asked for now (an answer already on the wire may predate the
+        # partition), given up at once if the producer is stopped meanwhile
+        refresh = asyncio.ensure_future(self._client.metadata.refresh())
+        stopped = asyncio.ensure_future(self._stopping.wait())
         try:
-            await asyncio.wait_for(self._client.metadata.refresh(), self._max_block)
-        except (KafkaError, TimeoutError):
-            pass
+            await asyncio.wait(
+                (refresh, stopped), timeout=self._max_block, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stopped.cancel()
+            if refresh.done():
+                if not refresh.cancelled():
+                    refresh.exception()  # failed: the look-up below says what is known
+            else:
+                refresh.cancel()
+        if not self._accepting:
+            self._check_running()
         fresh = await self._topic_state(ts.name)
         pq = fresh.queues.get(partition)
         if pq is None:
@@ -624,42 +651,85 @@ class Producer:
     # -- buffer memory --------------------------------------------------------------
 
     async def _wait_for_space(self, charge: int) -> None:
+        """Wait, in FIFO order, until ``charge`` bytes of ``buffer_memory`` are reserved
+        for this call (a charge above the limit: until the buffer is empty). The caller
+        appends right after, without suspending, and gives the reservation back.
+
+        First come, first served, as in Java's buffer pool: otherwise every release
+        would go to whichever small send ran first and a large call could starve."""
         acc, sender = self._acc, self._sender
         assert acc is not None and sender is not None
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._max_block
+        waiter: asyncio.Future[None] = loop.create_future()
+        entry = _SpaceWait(charge, waiter)
+        self._space_queue.append(entry)
         acc.space_wanted = True  # buffered batches are sent without lingering
         sender.wake()
+        self._grant_space()
         try:
-            while acc.used + charge > acc.limit:
-                if not self._running:
-                    self._check_running()
-                remaining = deadline - loop.time()
-                waiter: asyncio.Future[None] = loop.create_future()
-                self._space_waiters.append(waiter)
-                try:
-                    if remaining <= 0:
-                        raise TimeoutError
-                    async with asyncio.timeout(remaining):
-                        await waiter
-                except TimeoutError:
-                    raise KafkaTimeoutError(
-                        f"buffer_memory ({acc.limit} bytes) stayed full for "
-                        f"{self.options.max_block_ms} ms (max_block_ms): the brokers do "
-                        f"not keep up or are unreachable; {acc.used} bytes are buffered "
-                        f"in {acc.unsent_or_in_flight()} batch(es)"
-                    ) from None
-                finally:
-                    if waiter in self._space_waiters:
-                        self._space_waiters.remove(waiter)
-        finally:
-            acc.space_wanted = bool(self._space_waiters)
+            async with asyncio.timeout(self._max_block):
+                await waiter
+        except BaseException as exc:
+            # gave up (max_block_ms, cancelled, stopped): leave the queue, and give a
+            # reservation made meanwhile to the next in line
+            if entry in self._space_queue:
+                self._space_queue.remove(entry)
+            if entry.granted:
+                self._reserved -= charge
+            if not waiter.done():
+                waiter.cancel()
+            acc.space_wanted = bool(self._space_queue)
+            self._grant_space()
+            if isinstance(exc, TimeoutError):
+                raise KafkaTimeoutError(
+                    f"buffer_memory ({acc.limit} bytes) stayed full for "
+                    f"{self.options.max_block_ms} ms (max_block_ms): the brokers do "
+                    f"not keep up or are unreachable; {acc.used} bytes are buffered "
+                    f"in {acc.unsent_or_in_flight()} batch(es)"
+                ) from None
+            raise
+        # Granted: the caller appends right away, without suspending, so the reserved
+        # bytes become used ones before anything else can run.
+        self._reserved -= charge
+        acc.space_wanted = bool(self._space_queue)
+        if not self._accepting:
+            self._check_running()
+
+    def _grant_space(self) -> None:
+        """Reserve memory for the waiters at the head of the queue, in order."""
+        acc = self._acc
+        queue = self._space_queue
+        while queue:
+            head = queue[0]
+            if head.future.done():
+                queue.popleft()
+                continue
+            busy = acc.used + self._reserved
+            if busy + head.charge > acc.limit and busy > 0:
+                return
+            queue.popleft()
+            head.granted = True
+            self._reserved += head.charge
+            head.future.set_result(None)
 
     def _space_released(self) -> None:
-        waiters = self._space_waiters
-        if waiters:
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-            waiters.clear()
+        if self._space_queue:
+            self._grant_space()
 
+    def _fail_space_waiters(self, error: KafkaError) -> None:
+        for entry in self._space_queue:
+            if not entry.future.done():
+                entry.future.set_exception(error)
+                entry.future.exception()  # its caller may have been cancelled meanwhile
+        self._space_queue.clear()
+
+
+class _SpaceWait:
+    """One call waiting for buffer memory (FIFO)."""
+
+    __slots__ = ("charge", "future", "granted")
+
+    def __init__(self, charge: int, future: asyncio.Future[None]) -> None:
+        self.charge = charge
+        self.future = future
+        self.granted = False

@@ -23,6 +23,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 from aiokproto.cluster.backoff import Backoff
 from aiokproto.cluster.client import ClusterClient
@@ -66,6 +67,7 @@ from aiokproto.errors import (
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
+    RebalanceInProgressError,
     for_code,
 )
 from aiokproto.logs import RepeatingWarning
@@ -143,6 +145,7 @@ class GroupCoordinator:
         self._revoking: Effect | None = None
         self._in_user_code = False  # the group task runs a rebalance listener
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._group_task: asyncio.Task[None] | None = None
         # the coordinator unreachable: one line per outage, not one per heartbeat
         self._trouble = RepeatingWarning(log, level=logging.INFO)
 
@@ -169,8 +172,9 @@ class GroupCoordinator:
         self._heartbeat_task = loop.create_task(
             self._heartbeats(), name=f"aiokproto-heartbeat-{gid}"
         )
+        self._group_task = loop.create_task(self._run(), name=f"aiokproto-group-{gid}")
         self._tasks = [
-            loop.create_task(self._run(), name=f"aiokproto-group-{gid}"),
+            self._group_task,
             self._heartbeat_task,
             loop.create_task(self._watch(), name=f"aiokproto-group-watch-{gid}"),
         ]
@@ -179,27 +183,35 @@ class GroupCoordinator:
 
     async def close(self, *, timeout_ms: int | None = None) -> None:
         """Final auto-commit, ``on_partitions_revoked``, LeaveGroup (dynamic members
-        only), then stop; all within ``timeout_ms`` (30 s by default)."""
+        only), then stop; all within ``timeout_ms`` (30 s by default). A revocation in
+        progress (commit before revoke, the listener) finishes first; heartbeats go on
+        until the member has left. Not from a rebalance listener (``Consumer.stop()``
+        handles that case)."""
         if self._closed:
             return
+        if self.in_group_task():
+            raise IllegalStateError(
+                "GroupCoordinator.close() cannot run inside its own group task "
+                "(a rebalance listener): it would wait for itself"
+            )
         self._closed = True
         timeout = (timeout_ms if timeout_ms is not None else _CLOSE_TIMEOUT_MS) / 1000
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         tasks, self._tasks = self._tasks, []
-        # A rebalance listener in progress (often committing) is not interrupted: it
-        # finishes, within the close timeout, before the group task is stopped.
-        if self._in_user_code:
-            await self._until(lambda: not self._in_user_code, timeout)
-        # Heartbeats go on while the final revoke (commit, listener) runs.
         heartbeats = self._heartbeat_task
-        stopping = [t for t in tasks if t is not heartbeats]
-        for task in stopping:
-            task.cancel()
-        for task in stopping:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
         try:
+            # A revocation in progress (often a listener committing) is not interrupted:
+            # it finishes, within the close timeout, before the group task is stopped.
+            await self._until(
+                lambda: not self._in_user_code and self._revoking is None, timeout
+            )
+            stopping = [t for t in tasks if t is not heartbeats]
+            for task in stopping:
+                task.cancel()
+            for task in stopping:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if self._started:
                 async with asyncio.timeout_at(max(deadline, loop.time() + 0.1)):
                     await self._process(_Answer(Input.CLOSE))
@@ -210,15 +222,22 @@ class GroupCoordinator:
         except KafkaError as exc:
             log.warning("group %r: leaving failed: %s", self.config.group_id, exc)
         finally:
-            if heartbeats is not None:
-                heartbeats.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeats
+            # whatever happened above (even a cancellation), no task outlives close()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
             self._set_tracked(frozenset())
             if self._all_topics:
                 self._client.metadata.want_all_topics(False)
                 self._all_topics = False
             self._notify()
+
+    def in_group_task(self) -> bool:
+        """True when called from the group task itself (a rebalance listener)."""
+        task = self._group_task
+        return task is not None and asyncio.current_task() is task
 
     # -- what the consumer calls -------------------------------------------------------
 
@@ -356,12 +375,10 @@ class GroupCoordinator:
                 return
             if self._sub.in_group:
                 if m.state is State.UNJOINED and not self._join_queued:
-                    raise CommitFailedError(
-                        f"commit failed: this consumer is not a member of group "
-                        f"{self.config.group_id!r} now (it left after max_poll_interval_ms "
-                        "without a poll, or has not joined); poll to rejoin"
-                    )
-                await self._until_stable(deadline, "commit")
+                    raise self._not_a_member()
+                if not self._can_commit_now():
+                    await self._until_commit_possible(deadline)
+                    continue
                 moved = sorted(
                     tp
                     for tp in offsets
@@ -406,17 +423,9 @@ class GroupCoordinator:
                             )
                         assert inp is not None
                         self._post(_Answer(inp, tag=generation))
-                        # wait until the group task has taken the answer in
-                        sent_in = generation
-
-                        def taken_in(g: int = sent_in) -> bool:
-                            return (
-                                m.state is not State.STABLE
-                                or m.generation != g
-                                or self._revoking is not None
-                            )
-
-                        await self._until(taken_in, max(0.0, deadline - loop.time()))
+                        # the group moves on (a new generation, or this member out of
+                        # it); then ownership is checked again and the commit resent
+                        await self._until_generation_moves(generation, deadline)
                     elif code in COORDINATOR_ERRORS:
                         self._forget_coordinator()
                     last = for_code(code)(f"OffsetCommit for group {self.config.group_id!r}")
@@ -428,6 +437,83 @@ class GroupCoordinator:
                     f"{timeout:.1f} s" + (f"; last error: {last}" if last else "")
                 )
             await asyncio.sleep(wait)
+
+    def _can_commit_now(self) -> bool:
+        """The member's generation is valid and the broker accepts commits in it: while
+        stable or preparing to rejoin, and (cooperative: it keeps its partitions) while
+        joining; the broker's REBALANCE_IN_PROGRESS tells when it must wait instead."""
+        m = self._machine
+        if not m.generation_valid:
+            return False
+        if m.state in (State.STABLE, State.PREPARING):
+            return True
+        return m.cooperative and m.state in (State.JOINING, State.SYNCING)
+
+    def _not_a_member(self) -> CommitFailedError:
+        return CommitFailedError(
+            f"commit failed: this consumer is not a member of group "
+            f"{self.config.group_id!r} now (it left after max_poll_interval_ms without a "
+            "poll, or has not joined); poll to rejoin"
+        )
+
+    def _wait_limit(self, deadline: float) -> float:
+        """How long a commit may wait for the group: its own deadline, and never past
+        the poll deadline (the application must poll for the member to stay in)."""
+        loop = asyncio.get_running_loop()
+        poll_deadline = self._last_poll + self.config.max_poll_interval_ms / 1000
+        return max(0.0, min(deadline, poll_deadline) - loop.time())
+
+    async def _until_commit_possible(self, deadline: float) -> None:
+        """Wait for the rebalance to let this member commit; raise if it cannot."""
+        if self.in_group_task():
+            raise RebalanceInProgressError(
+                f"commit() from a rebalance listener of group {self.config.group_id!r} "
+                "while this member has no generation to commit in (it is rejoining); "
+                "commit in on_partitions_revoked, or after the rebalance"
+            )
+        m = self._machine
+
+        def possible() -> bool:
+            return (
+                self._can_commit_now()
+                or self._revoking is not None
+                or m.state in (State.FAILED, State.CLOSED)
+                or (m.state is State.UNJOINED and not self._join_queued)
+            )
+
+        if not await self._until(possible, self._wait_limit(deadline)):
+            self._raise_waited_too_long(deadline)
+
+    async def _until_generation_moves(self, generation: int, deadline: float) -> None:
+        m = self._machine
+        if self.in_group_task():
+            raise CommitFailedError(
+                f"commit failed during a rebalance of group {self.config.group_id!r} "
+                "(called from a rebalance listener, it cannot wait for the group)"
+            )
+
+        def moved() -> bool:
+            return (
+                m.generation != generation
+                or self._revoking is not None
+                or m.state in (State.UNJOINED, State.FAILED, State.CLOSED)
+            )
+
+        if not await self._until(moved, self._wait_limit(deadline)):
+            self._raise_waited_too_long(deadline)
+
+    def _raise_waited_too_long(self, deadline: float) -> NoReturn:
+        self._check_usable()
+        if asyncio.get_running_loop().time() >= deadline - 0.001:
+            raise KafkaTimeoutError(
+                f"commit: group {self.config.group_id!r} did not finish rebalancing in "
+                f"time (state {self._machine.state.value})"
+            )
+        raise RebalanceInProgressError(
+            f"commit: group {self.config.group_id!r} is still rebalancing and waiting "
+            "longer would pass max_poll_interval_ms; poll to let the rebalance complete, "
+            "then commit again"
+        )
 
     async def _commit_while_revoking(
         self,
@@ -506,6 +592,11 @@ class GroupCoordinator:
         """
         if self._closed or not self._started:
             return
+        if self.in_group_task():
+            # from a rebalance listener: the group task is busy running it, so the
+            # leave happens here and now (what remained of that rebalance is dropped)
+            await self._process(_Answer(Input.UNSUBSCRIBED))
+            return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._post(_Answer(Input.UNSUBSCRIBED, done=done))
         await asyncio.shield(done)
@@ -537,20 +628,6 @@ class GroupCoordinator:
         except TimeoutError:
             return predicate()
         return True
-
-    async def _until_stable(self, deadline: float, what: str) -> None:
-        m = self._machine
-        left = deadline - asyncio.get_running_loop().time()
-        if m.state is not State.STABLE:
-            await self._until(
-                lambda: m.state in (State.STABLE, State.FAILED, State.CLOSED), max(0.0, left)
-            )
-        self._check_usable()
-        if m.state is not State.STABLE:
-            raise KafkaTimeoutError(
-                f"{what}: group {self.config.group_id!r} did not finish rebalancing in time "
-                f"(state {m.state.value})"
-            )
 
     def _check_usable(self) -> None:
         if self._fatal is not None:
@@ -614,7 +691,13 @@ class GroupCoordinator:
             if before is State.FAILED and self._machine.state is not State.FAILED:
                 self._fatal = None  # a new subscription starts over
             self._notify()
+            fed = self._machine.transitions
             for effect in effects:
+                if self._machine.transitions != fed:
+                    # a listener fed the machine itself (unsubscribe() from a
+                    # callback): what is left of this transition no longer applies
+                    queue.clear()
+                    break
                 follow = await self._perform(effect)
                 if follow is not None:
                     queue.append(follow)
@@ -689,7 +772,10 @@ class GroupCoordinator:
     def _failed(self, exc: KafkaError, retry: Input, what: str) -> _Answer:
         """A request that did not get an answer: retry if retriable, else fatal."""
         if exc.retriable:
-            self._trouble(f"group {self.config.group_id!r}: {what} failed ({exc}); retrying")
+            self._trouble(
+                f"group {self.config.group_id!r}: {what} failed ({exc}); retrying",
+                kind="unreachable",
+            )
             return _Answer(retry)
         return _Answer(Input.FATAL, error=exc)
 
@@ -939,7 +1025,9 @@ class GroupCoordinator:
             response = await conn.send(request)
         except KafkaError as exc:
             if exc.retriable:
-                self._trouble(f"group {cfg.group_id!r}: heartbeat failed ({exc})")
+                self._trouble(
+                    f"group {cfg.group_id!r}: heartbeat failed ({exc})", kind="unreachable"
+                )
                 self._forget_coordinator()
                 return None
             return _Answer(Input.FATAL, error=exc, tag=generation)

@@ -251,6 +251,8 @@ class GroupMachine:
         self.generation = -1
         self.owned: frozenset[TopicPartition] = frozenset()
         self.rejoin_pending = False
+        #: counts fed inputs: effects of a transition are stale once it moves on
+        self.transitions = 0
         # Bumped per partition each time it is lost: a commit that waited through a
         # rebalance may be retried only for partitions never lost meanwhile.
         self.loss_count: dict[TopicPartition, int] = {}
@@ -285,6 +287,7 @@ class GroupMachine:
         if inp is Input.MEMBER_ID_REQUIRED and not member_id:
             raise ValueError("MEMBER_ID_REQUIRED needs the member_id the broker gave")
         transition = self.transition_for(inp, assignment)
+        self.transitions += 1
         self.state = transition.next
         effects: list[Effect] = []
         for action in transition.actions:
