@@ -24,8 +24,16 @@ def produce(
     **extra: Any,
 ) -> None:
     """Produce ``(partition, key, value, headers)`` records with librdkafka, in order."""
+    # Idempotence keeps the order: without it librdkafka may retry a first request that
+    # met a just-created topic's missing leader behind later ones (seen on uvloop).
     producer = ck.Producer(
-        {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5, **extra}
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": codec,
+            "linger.ms": 5,
+            "enable.idempotence": True,
+            **extra,
+        }
     )
     for i, (partition, key, value, headers) in enumerate(records):
         kwargs: dict[str, Any] = {"partition": partition}

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.cluster
 
 
 def produce_some(bootstrap: str, topic: str, start: int, n: int) -> None:
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = ck.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True}
+    )
     for i in range(start, start + n):
         producer.produce(topic, value=str(i).encode(), partition=0)
     assert producer.flush(60) == 0
