@@ -230,7 +230,7 @@ class Fetcher:
                 self._drop(tp)  # unassigned or seeked since it was fetched
                 freed = True
                 continue
-            if state.paused or state.revoking:
+            if state.paused or state.revoking or state.held:
                 continue
             parts: list[list[ConsumerRecord]] = []
             got = 0
@@ -345,6 +345,8 @@ class Fetcher:
             return "paused"
         if state.revoking:
             return "being revoked"
+        if state.held:
+            return "on_partitions_assigned is running"
         if state.reset is not None:
             return f"waiting for its {state.reset} offset"
         if state.validate_epoch:

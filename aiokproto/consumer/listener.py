@@ -8,9 +8,12 @@ from aiokproto.structs import TopicPartition
 class ConsumerRebalanceListener:
     """Callbacks around a group rebalance; subclass and override what you need.
 
-    All three are coroutines run by the group task, in order, and a rebalance waits for
-    them: commit or flush state in ``on_partitions_revoked``. An exception raised by a
-    callback is logged and re-raised to the consumer's next ``getone``/``getmany``.
+    All three run on the group task, in order, and a rebalance waits for them: commit
+    or flush state in ``on_partitions_revoked``. They may be coroutines or plain
+    methods. Newly assigned partitions are neither fetched nor handed out until
+    ``on_partitions_assigned`` has returned, so it can seek them (offsets kept outside
+    Kafka). An exception raised by a callback is logged and re-raised to the consumer's
+    next ``getone``/``getmany``.
     """
 
     async def on_partitions_revoked(self, revoked: frozenset[TopicPartition]) -> None:

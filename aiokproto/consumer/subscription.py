@@ -30,6 +30,7 @@ class PartitionState:
     __slots__ = (
         "base",
         "handed",
+        "held",
         "highwater",
         "last_stable_offset",
         "leader_epoch",
@@ -71,6 +72,9 @@ class PartitionState:
         self.handed: int | None = None
         # being given back to the group: nothing is fetched or handed out any more
         self.revoking = False
+        # just assigned, on_partitions_assigned still running (it may seek): nothing is
+        # fetched, handed out or looked up until it returns
+        self.held = False
 
     @property
     def fetchable(self) -> bool:
@@ -80,6 +84,7 @@ class PartitionState:
             and self.reset is None
             and not self.validate_epoch
             and not self.revoking
+            and not self.held
         )
 
     def uncommitted(self) -> bool:
@@ -272,21 +277,43 @@ class SubscriptionState:
     def assigned(self) -> frozenset[TopicPartition]:
         return self._assigned
 
-    def set_group_assignment(self, partitions: Iterable[TopicPartition]) -> None:
-        """The group's assignment for this member (the full owned set).
+    def set_group_assignment(
+        self, partitions: Iterable[TopicPartition], *, hold: bool = False
+    ) -> None:
+        """The group's assignment for this member (the full owned set). With ``hold``
+        the partitions it adds are held until ``release_held()`` (the listener runs).
 
         Ignored unless subscribed: an answer that arrives after ``unsubscribe()`` or a
         switch to manual assignment must not overwrite what the user chose.
         """
         tps = _check_partitions(partitions)
         if self._kind in ("topics", "pattern"):
-            self._set_assignment(tps, retire=True)
+            self._set_assignment(tps, retire=True, hold=hold)
 
-    def _set_assignment(self, tps: frozenset[TopicPartition], *, retire: bool = False) -> None:
+    def release_held(self) -> None:
+        """``on_partitions_assigned`` returned: fetch and hand out the new partitions."""
+        released = False
+        for state in self._states.values():
+            if state.held:
+                state.held = False
+                released = True
+        if released:
+            self._changed()
+
+    def _set_assignment(
+        self, tps: frozenset[TopicPartition], *, retire: bool = False, hold: bool = False
+    ) -> None:
         if tps == self._assigned:
             return
         states = self._states
-        self._states = {tp: states.get(tp) or PartitionState() for tp in tps}
+        new_states: dict[TopicPartition, PartitionState] = {}
+        for tp in tps:
+            state = states.get(tp)
+            if state is None:
+                state = PartitionState()
+                state.held = hold
+            new_states[tp] = state
+        self._states = new_states
         if retire:  # the group took them: remember any consumption no commit covers
             for tp, state in states.items():
                 if tp not in tps and state.uncommitted():
@@ -355,7 +382,11 @@ class SubscriptionState:
 
     def missing_positions(self) -> list[TopicPartition]:
         """Assigned partitions with no position and no reset pending."""
-        return [tp for tp, s in self._states.items() if s.position is None and s.reset is None]
+        return [
+            tp
+            for tp, s in self._states.items()
+            if s.position is None and s.reset is None and not s.held
+        ]
 
     def needs_validation(self) -> list[TopicPartition]:
         return [tp for tp, s in self._states.items() if s.validate_epoch]

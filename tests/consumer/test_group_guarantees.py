@@ -128,15 +128,15 @@ async def until(predicate: Callable[[], bool], limit_s: float) -> None:
 
 
 def member(kafka: Any, topic: str, group: str, **options: Any) -> Consumer:
+    defaults: dict[str, Any] = {
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 500,
+        "default_api_timeout_ms": 20_000,
+    }
     return Consumer(
-        topic,
-        bootstrap_servers=kafka.bootstrap_servers,
-        group_id=group,
-        auto_offset_reset="earliest",
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=500,
-        default_api_timeout_ms=20_000,
-        **options,
+        topic, bootstrap_servers=kafka.bootstrap_servers, group_id=group,
+        **{**defaults, **options},
     )
 
 
@@ -255,3 +255,60 @@ async def test_commit_after_a_rebalance_names_the_partitions_that_moved(
             for tp in kept:
                 assert await a.committed(tp) == 10  # what it still owns was committed
             await a.commit()  # reported once: the next commit is clean
+
+
+class SeeksWhenAssigned(ConsumerRebalanceListener):
+    """Restores positions kept outside Kafka, slowly, with plain (not async) methods."""
+
+    def __init__(self, consumer: Consumer, offset: int) -> None:
+        self.consumer = consumer
+        self.offset = offset
+        self.assigned: list[frozenset[TopicPartition]] = []
+
+    def on_partitions_assigned(self, assigned: frozenset[TopicPartition]) -> None:  # type: ignore[override]
+        self.assigned.append(assigned)
+        for tp in assigned:
+            self.consumer.seek(tp, self.offset)
+
+    def on_partitions_revoked(self, revoked: frozenset[TopicPartition]) -> None:  # type: ignore[override]
+        pass
+
+
+class SlowSeek(ConsumerRebalanceListener):
+    def __init__(self, consumer: Consumer, offset: int) -> None:
+        self.consumer = consumer
+        self.offset = offset
+
+    async def on_partitions_assigned(self, assigned: frozenset[TopicPartition]) -> None:
+        await asyncio.sleep(1.0)  # e.g. reading offsets from a database
+        for tp in assigned:
+            self.consumer.seek(tp, self.offset)
+
+
+@pytest.mark.parametrize("kind", ["plain", "slow"])
+async def test_nothing_is_handed_out_before_on_partitions_assigned_returns(
+    kafka: Any, topic_name: str, kind: str
+) -> None:
+    # auto_offset_reset="none": only the listener's seek gives the partitions a
+    # position; a poll that ran before it returned used to raise NoOffsetForPartition.
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as p:
+        for part in range(2):
+            await p.send_batch(topic_name, [b"%d" % i for i in range(10)], partition=part)
+    consumer = member(kafka, topic_name, f"g-{topic_name}", auto_offset_reset="none")
+    listener: ConsumerRebalanceListener = (
+        SeeksWhenAssigned(consumer, 7) if kind == "plain" else SlowSeek(consumer, 7)
+    )
+    consumer.subscribe([topic_name], listener=listener)
+    got: dict[int, list[int]] = {0: [], 1: []}
+    async with consumer:
+        async with asyncio.timeout(30):
+            while len(got[0]) < 3 or len(got[1]) < 3:
+                for tp, recs in (await consumer.getmany(timeout_ms=50)).items():
+                    got[tp.partition].extend(r.offset for r in recs)
+    assert got == {0: [7, 8, 9], 1: [7, 8, 9]}
+    if isinstance(listener, SeeksWhenAssigned):
+        assert listener.assigned and frozenset().union(*listener.assigned) == {
+            TopicPartition(topic_name, 0),
+            TopicPartition(topic_name, 1),
+        }

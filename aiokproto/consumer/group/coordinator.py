@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -702,6 +703,8 @@ class GroupCoordinator:
                 if follow is not None:
                     queue.append(follow)
             self._notify()
+        # a transition cut short before its ASSIGNED step must not hold partitions
+        self._sub.release_held()
 
     async def _perform(self, effect: Effect) -> _Answer | None:
         kind = effect.kind
@@ -724,9 +727,16 @@ class GroupCoordinator:
         elif kind is EffectKind.PREPARED:
             return _Answer(Input.PREPARED)
         elif kind is EffectKind.SET_ASSIGNMENT:
-            self._sub.set_group_assignment(effect.partitions)
+            # new partitions wait for on_partitions_assigned (it may seek): none of
+            # their records is fetched or handed out, nor a position looked up, before
+            self._sub.set_group_assignment(
+                effect.partitions, hold=self._sub.listener is not None
+            )
         elif kind is EffectKind.ASSIGNED:
-            await self._call_listener("on_partitions_assigned", effect.partitions)
+            try:
+                await self._call_listener("on_partitions_assigned", effect.partitions)
+            finally:
+                self._sub.release_held()
         elif kind is EffectKind.SEND_JOIN:
             return await self._join_group()
         elif kind is EffectKind.SEND_SYNC:
@@ -751,7 +761,9 @@ class GroupCoordinator:
             return
         self._in_user_code = True
         try:
-            await getattr(listener, name)(partitions)
+            result = getattr(listener, name)(partitions)
+            if inspect.isawaitable(result):  # plain methods are fine too (aiokafka's)
+                await result
         except asyncio.CancelledError:
             raise
         except Exception as exc:
