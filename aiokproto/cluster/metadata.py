@@ -186,6 +186,13 @@ class MetadataCache:
                 waiter.set_exception(error)
                 waiter.exception()  # a waiter whose caller gave up must not warn
 
+    async def next_change(self) -> None:
+        """Wait (without asking for a refresh) until a new snapshot is published or the
+        cache closes."""
+        if self._closed:
+            raise KafkaConnectionError("the client was closed")
+        await self._changed.wait()
+
     def interrupt_waiters(self) -> None:
         """Wake ``wait_for()`` callers to re-check their predicate (and the cache)."""
         changed, self._changed = self._changed, asyncio.Event()
@@ -254,9 +261,10 @@ class MetadataCache:
         return True
 
     async def wait_for(
-        self, predicate: Callable[[ClusterSnapshot], bool], timeout_s: float
+        self, predicate: Callable[[ClusterSnapshot], bool], timeout_s: float | None
     ) -> ClusterSnapshot:
-        """Wait until a published snapshot satisfies ``predicate``, refreshing as needed."""
+        """Wait until a published snapshot satisfies ``predicate``, refreshing as needed
+        (``timeout_s`` None: as long as it takes)."""
         try:
             async with asyncio.timeout(timeout_s):
                 while not predicate(self.snapshot):
@@ -268,7 +276,7 @@ class MetadataCache:
         except TimeoutError:
             detail = f" (last error: {self._last_error})" if self._last_error else ""
             raise KafkaTimeoutError(
-                f"cluster metadata did not show what was needed within {timeout_s:.1f} s{detail}"
+                f"cluster metadata did not show what was needed within {timeout_s} s{detail}"
             ) from None
         return self.snapshot
 

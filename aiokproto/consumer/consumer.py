@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiokproto.cluster.client import ClusterClient
@@ -31,6 +31,7 @@ from aiokproto.consumer.subscription import PartitionState, SubscriptionState
 from aiokproto.errors import (
     IllegalStateError,
     KafkaConfigError,
+    KafkaError,
     KafkaTimeoutError,
 )
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
@@ -39,6 +40,17 @@ if TYPE_CHECKING:
     from aiokproto.consumer.group.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
+
+
+class _Done:
+    """An awaitable that is already complete (what a finished call gives back)."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield  # a generator: ``await`` on it returns at once
+
+
+_DONE = _Done()
 
 
 def _log_stop_failure(task: asyncio.Task[None]) -> None:
@@ -99,6 +111,9 @@ class Consumer:
         self._all_topics_wanted = False
         self._stop_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._follower: asyncio.Task[None] | None = None
+        self._leaving: set[asyncio.Task[None]] = set()  # unsubscribe()s in progress
+        self._looked_up: set[str] = set()  # topics partitions_for_topic() asked about
         if topics:
             self._subs.subscribe(topics)
 
@@ -124,10 +139,35 @@ class Consumer:
 
                 self._group = GroupCoordinator(self._client, self._subs, self._group_config)
                 await self._group.start()
+            else:
+                # no group: a subscription means every partition of the subscribed
+                # topics, as metadata shows them (topics created later included)
+                self._follower = asyncio.get_running_loop().create_task(
+                    self._follow_subscription(), name="aiokproto-consumer-subscription"
+                )
         except BaseException:
             await self._shutdown()
             raise
         self._state = "running"
+        if self._group is None and self._subs.in_group:
+            self._assign_all_subscribed()
+
+    async def _follow_subscription(self) -> None:
+        """Without a group: re-assign every partition of the subscription whenever
+        metadata changes, so waiting callers see new topics and partitions."""
+        metadata = self._client.metadata
+        try:
+            while True:
+                await metadata.next_change()
+                if self._subs.in_group:
+                    self._assign_all_subscribed()
+        except asyncio.CancelledError:
+            raise
+        except KafkaError:
+            return  # the client closed
+        except Exception:  # a bug: reach the caller on the next poll
+            log.exception("the subscription follower failed")
+            raise
 
     async def stop(self, *, timeout_ms: int | None = None) -> None:
         """Leave the group (final auto-commit and ``on_partitions_revoked``) and close
@@ -158,6 +198,16 @@ class Consumer:
     close = stop
 
     async def _shutdown(self, timeout_ms: int | None = None) -> None:
+        follower, self._follower = self._follower, None
+        helpers = [t for t in (follower, *self._leaving) if t is not None]
+        for task in helpers:
+            task.cancel()
+        for task in helpers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._looked_up:
+            self._client.metadata.untrack(self._looked_up)
+            self._looked_up.clear()
         try:
             if self._group is not None:
                 await self._group.close(timeout_ms=timeout_ms)
@@ -193,6 +243,8 @@ class Consumer:
         self._subs.subscribe(topics, pattern=pattern, listener=listener)
         if self._group is not None:
             self._group.request_rejoin()
+        elif self._state == "running" and self._subs.in_group:
+            self._assign_all_subscribed()
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Manual assignment: consume exactly these partitions, no group rebalancing."""
@@ -205,12 +257,34 @@ class Consumer:
     def subscription(self) -> frozenset[str]:
         return self._subs.topics
 
-    async def unsubscribe(self) -> None:
-        """Drop the subscription or assignment; a group member leaves the group first
-        (final auto-commit and ``on_partitions_revoked`` while it still owns them)."""
+    def unsubscribe(self) -> Awaitable[None]:
+        """Drop the subscription or manual assignment now. A group member stops handing
+        out records at once and leaves the group in the background (final auto-commit,
+        ``on_partitions_revoked`` while it still owns the partitions, LeaveGroup); await
+        the result to wait for that (not from a rebalance listener: the leave happens
+        after it returns)."""
         self._drop_pending()
-        if self._subs.in_group and self._group is not None:
-            await self._group.unsubscribe()
+        group = self._group
+        if self._subs.in_group and group is not None and self._state == "running":
+            self._subs.start_revoking(self._subs.assigned())
+            self._subs.forget_subscription()
+            leaving = asyncio.get_running_loop().create_task(
+                self._leave(group, self._subs.version), name="aiokproto-consumer-leave"
+            )
+            self._leaving.add(leaving)
+            leaving.add_done_callback(self._leaving.discard)
+            if group.in_group_task():
+                return _DONE  # awaiting it here would wait for this very listener
+            return leaving
+        self._drop_subscription()
+        return _DONE
+
+    async def _leave(self, group: GroupCoordinator, version: int) -> None:
+        await group.unsubscribe()
+        if self._subs.version == version:  # not subscribed again meanwhile
+            self._drop_subscription()
+
+    def _drop_subscription(self) -> None:
         self._subs.unsubscribe()
         if self._static_topics:
             self._client.metadata.untrack(self._static_topics)
@@ -244,6 +318,31 @@ class Consumer:
         for tp, answer in answers.items():
             if self._subs.state_of(tp) is not None:
                 self._subs.seek(tp, answer.offset)
+
+    async def seek_to_committed(
+        self, *partitions: TopicPartition
+    ) -> dict[TopicPartition, int | None]:
+        """Move each partition (all assigned if none given) to the group's committed
+        offset; returns what was found (None: nothing committed, position unchanged)."""
+        group = self._need_group("seek_to_committed()")
+        tps = _check_tps(partitions) or sorted(self._subs.assigned())
+        for tp in tps:
+            if self._subs.state_of(tp) is None:
+                raise IllegalStateError(f"{tp} is not assigned to this consumer")
+        committed = await group.fetch_committed(tps)
+        self._drop_pending(set(tps))
+        out: dict[TopicPartition, int | None] = {}
+        for tp in tps:
+            om = committed.get(tp)
+            out[tp] = None if om is None else om.offset
+            if om is not None and self._subs.state_of(tp) is not None:
+                self._subs.seek(tp, om.offset, om.leader_epoch)
+        return out
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """When (ms since the epoch) the partition's last fetch answer arrived: the
+        moment ``highwater()`` was read (None before one)."""
+        return self._state_of(partition).fetched_at_ms
 
     async def position(self, partition: TopicPartition, *, timeout_ms: int | None = None) -> int:
         """The offset of the next record ``getone``/``getmany`` will hand out."""
@@ -358,17 +457,21 @@ class Consumer:
             metadata.want_all_topics(False)
         return frozenset(snap.topics)
 
-    async def partitions_for_topic(self, topic: str) -> frozenset[int] | None:
-        """The topic's partition ids (None if the topic does not exist)."""
+    def partitions_for_topic(self, topic: str) -> frozenset[int] | None:
+        """The topic's partition ids as the client's metadata knows them now; None if
+        the topic is not known yet (it is then looked up: ask again shortly)."""
         self._check_running()
+        if not isinstance(topic, str) or not topic:
+            raise KafkaConfigError(f"topic must be a non-empty str, not {topic!r}")
         metadata = self._client.metadata
-        metadata.track([topic])
-        try:
-            snap = await metadata.refresh()
-        finally:
-            metadata.untrack([topic])
-        info = snap.topics.get(topic)
-        return None if info is None else frozenset(info.partitions)
+        info = metadata.snapshot.topics.get(topic)
+        if info is None:
+            if topic not in self._looked_up:
+                self._looked_up.add(topic)
+                metadata.track([topic])
+            metadata.request_refresh()
+            return None
+        return frozenset(info.partitions)
 
     # -- the group ----------------------------------------------------------------------
 
@@ -403,9 +506,18 @@ class Consumer:
                     om = value
                 elif isinstance(value, int) and not isinstance(value, bool):
                     om = OffsetAndMetadata(value)
+                elif (
+                    isinstance(value, tuple)
+                    and len(value) == 2
+                    and isinstance(value[0], int)
+                    and not isinstance(value[0], bool)
+                    and isinstance(value[1], str)
+                ):
+                    om = OffsetAndMetadata(value[0], value[1])  # aiokafka's (offset, metadata)
                 else:
                     raise KafkaConfigError(
-                        f"commit: {tp} maps to {value!r}, not an offset or OffsetAndMetadata"
+                        f"commit: {tp} maps to {value!r}, not an offset, an (offset, "
+                        "metadata) pair or an OffsetAndMetadata"
                     )
                 if om.offset < 0:
                     raise KafkaConfigError(f"commit: offset for {tp} must be >= 0")
@@ -604,6 +716,9 @@ class Consumer:
         return out
 
     async def _poll_housekeeping(self) -> None:
+        follower = self._follower
+        if follower is not None and follower.done() and not follower.cancelled():
+            follower.result()  # raises the bug that stopped it
         group = self._group
         if group is not None:
             group.notify_poll()

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
@@ -609,6 +610,7 @@ class Fetcher:
         names = {spec.topic_id: tp.topic for tp, spec in plan.wanted.items()}
         states = self.subs.states()
         loop_time = asyncio.get_running_loop().time()
+        now_ms = int(time.time() * 1000)
         got_data = False
         frame: SharedFrame | None = None
         for t in response.responses:
@@ -640,6 +642,7 @@ class Fetcher:
                     self._partition_error(node, tp, state, spec, p, response)
                     continue
                 state.highwater = p.high_watermark
+                state.fetched_at_ms = now_ms
                 if p.last_stable_offset >= 0:
                     state.last_stable_offset = p.last_stable_offset
                 if p.log_start_offset >= 0:

@@ -29,6 +29,7 @@ class PartitionState:
 
     __slots__ = (
         "base",
+        "fetched_at_ms",
         "handed",
         "held",
         "highwater",
@@ -56,6 +57,7 @@ class PartitionState:
         # position came with an epoch that must be checked against the leader (KIP-320)
         self.validate_epoch = False
         self.highwater: int | None = None
+        self.fetched_at_ms: int | None = None  # wall clock of the last fetch answer
         self.last_stable_offset: int | None = None
         self.log_start_offset: int | None = None
         # KIP-392 follower fetching: node to fetch from, until a monotonic deadline
@@ -226,6 +228,17 @@ class SubscriptionState:
         self._kind = "assigned"
         self._listener = None
         self._set_assignment(tps)
+
+    def forget_subscription(self) -> None:
+        """Stop being subscribed now, keeping the assignment, its positions and the
+        listener until ``unsubscribe()``: a group member leaving in the background still
+        commits and revokes what it owns."""
+        if self._kind in ("topics", "pattern"):
+            self.version += 1
+            self._kind = "none"
+            self._topics = frozenset()
+            self._pattern = None
+            self._matched = frozenset()
 
     def unsubscribe(self) -> None:
         """Drop the subscription or manual assignment and every position."""

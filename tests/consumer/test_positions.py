@@ -61,7 +61,7 @@ async def test_seek_position_and_log_offsets(kafka: Any, topic_name: str) -> Non
         assert times[tp] is not None and times[tp].offset == 17
         assert times[tp].timestamp == BASE_TS + 17
         assert (await consumer.offsets_for_times({tp: BASE_TS + 10_000}))[tp] is None
-        assert await consumer.partitions_for_topic(topic_name) == {0}
+        assert consumer.partitions_for_topic(topic_name) == {0}
         assert topic_name in await consumer.topics()
         await aproduce(kafka.bootstrap_servers, topic_name, values(3, start=30))
         got = await take(consumer, 3)

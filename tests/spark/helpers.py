@@ -72,7 +72,8 @@ def consume_all(
         async with Consumer(
             bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest"
         ) as consumer:
-            parts = await consumer.partitions_for_topic(topic)
+            await consumer.topics()  # a metadata refresh that covers the topic
+            parts = consumer.partitions_for_topic(topic)
             assert parts, f"topic {topic} has no partitions"
             consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
             async with asyncio.timeout(timeout_s):

@@ -170,7 +170,7 @@ async def consume_offsets(bootstrap: str, names: Names) -> None:
     await consumer.start()
     try:
         tps = [TopicPartition(names.topic, p) for p in range(PARTITIONS)]
-        await consumer.partitions_for_topic(names.topic)
+        consumer.partitions_for_topic(names.topic)
         await consumer.beginning_offsets(tps)
         await consumer.end_offsets(tps)
         await consumer.offsets_for_times({tps[0]: 0})
