@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,14 @@ from aiokproto.consumer import Consumer, ConsumerRecord
 from aiokproto.producer import Producer
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 from tests.consumer.conftest import create_topic
+
+
+async def until(predicate: Callable[[], bool], limit_s: float = 10) -> None:
+    async with asyncio.timeout(limit_s):
+        while True:
+            if predicate():
+                return
+            await asyncio.sleep(0.05)
 
 
 async def produce(kafka: Any, topic: str, n: int, partition: int = 0) -> None:
@@ -85,9 +94,7 @@ async def test_unsubscribe_and_partitions_for_topic_work_without_await(
     ) as consumer:
         unknown = consumer.partitions_for_topic(topic_name + "-nope")
         assert unknown is None
-        async with asyncio.timeout(10):
-            while consumer.partitions_for_topic(topic_name) is None:
-                await asyncio.sleep(0.05)
+        await until(lambda: consumer.partitions_for_topic(topic_name) is not None)
         assert consumer.partitions_for_topic(topic_name) == {0, 1, 2}
         consumer.subscribe([topic_name])
         group = consumer.group_coordinator
@@ -96,9 +103,7 @@ async def test_unsubscribe_and_partitions_for_topic_work_without_await(
             warnings.simplefilter("error")  # no "coroutine was never awaited"
             consumer.unsubscribe()  # the aiokafka way: not awaited
         assert consumer.subscription() == frozenset()
-        async with asyncio.timeout(10):
-            while consumer.assignment():
-                await asyncio.sleep(0.05)
+        await until(lambda: not consumer.assignment())
         consumer.subscribe([topic_name])
         assert await group.wait_for_assignment(20)
         await consumer.unsubscribe()  # and the awaited way
