@@ -100,6 +100,11 @@ class DeliveryFuture:
     def failed(cls, error: KafkaError) -> DeliveryFuture:
         return cls(None, 0, -1, -1, -1, error)
 
+    @property
+    def batch(self) -> ProducerBatch | None:
+        """The batch the record is in (None for a record refused before buffering)."""
+        return self._batch
+
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
         batch = self._batch
         if batch is None:
@@ -228,3 +233,27 @@ class BatchDelivery:
                     )
                 )
         return out
+
+
+def first_delivered(handles: Sequence[DeliveryFuture]) -> asyncio.Future[RecordMetadata]:
+    """One future for records sent together: the first record's metadata once every
+    record is delivered, or the first error."""
+    loop = asyncio.get_running_loop()
+    out: asyncio.Future[RecordMetadata] = loop.create_future()
+    pending = {id(h.batch): h for h in handles}
+
+    def one_done(handle: DeliveryFuture) -> None:
+        if out.done():
+            return
+        error = handle.exception()
+        if error is not None:
+            out.set_exception(error)
+            out.exception()  # the caller may never await it
+            return
+        pending.pop(id(handle.batch), None)
+        if not pending:
+            out.set_result(handles[0].result())
+
+    for handle in list(pending.values()):
+        handle.add_done_callback(one_done)
+    return out

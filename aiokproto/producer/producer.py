@@ -12,7 +12,7 @@ import logging
 from collections import deque
 from collections.abc import Iterable, Sequence
 from time import time as _time
-from typing import Any, NoReturn, Self
+from typing import Any, NoReturn, Self, overload
 
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.snapshot import ClusterSnapshot
@@ -31,7 +31,14 @@ from aiokproto.errors import (
 )
 from aiokproto.producer.accumulator import RECORD_CHARGE, Accumulator
 from aiokproto.producer.batch import PartitionQueue
-from aiokproto.producer.delivery import BatchDelivery, DeliveryFuture, RecordMetadata, Segment
+from aiokproto.producer.built import BatchBuilder
+from aiokproto.producer.delivery import (
+    BatchDelivery,
+    DeliveryFuture,
+    RecordMetadata,
+    Segment,
+    first_delivered,
+)
 from aiokproto.producer.options import (
     BATCH_HEADER,
     PRODUCER_OPTIONS,
@@ -406,6 +413,12 @@ class Producer:
         handle = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await handle
 
+    def create_batch(self) -> BatchBuilder:
+        """An empty batch to fill with ``append()`` and hand to
+        ``send_batch(batch, topic, partition=p)`` (aiokafka's batch interface)."""
+        return BatchBuilder(self.options.batch_size, self._key_serializer, self._value_serializer)
+
+    @overload
     async def send_batch(
         self,
         topic: str,
@@ -415,7 +428,23 @@ class Producer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
-    ) -> BatchDelivery:
+    ) -> BatchDelivery: ...
+
+    @overload
+    async def send_batch(
+        self, topic: BatchBuilder, values: str, *, partition: int
+    ) -> asyncio.Future[RecordMetadata]: ...
+
+    async def send_batch(
+        self,
+        topic: str | BatchBuilder,
+        values: Iterable[Any] | str,
+        *,
+        keys: Iterable[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> BatchDelivery | asyncio.Future[RecordMetadata]:
         """Buffer many records of one topic in one call (the fast path for ingest).
 
         ``values`` (and ``keys``, same length) are appended in order; every record gets
@@ -428,7 +457,14 @@ class Producer:
         waited for before the first one is buffered, so a call that raises (or is
         cancelled) has buffered nothing and can be retried without duplicates. A call
         larger than ``buffer_memory`` waits for the buffer to empty, then goes in whole.
+
+        ``send_batch(batch, topic, partition=p)`` sends a ``create_batch()`` builder
+        instead (aiokafka's form) and returns a future of its first record's metadata.
         """
+        if isinstance(topic, BatchBuilder):
+            if not isinstance(values, str) or partition is None:
+                raise KafkaConfigError("send_batch(batch, topic, partition=...) needs both")
+            return await self._send_built(topic, values, partition)
         if self._yield_next:
             await self._give_sender_a_turn()
         if not self._accepting:
@@ -519,6 +555,40 @@ class Producer:
         if total >= _YIELD_BYTES or len(segments) > len(runs):
             self._yield_next = True  # full batches: the next call lets the sender ship
         return BatchDelivery(segments, key_list, vals, timestamp)
+
+    async def _send_built(
+        self, batch: BatchBuilder, topic: str, partition: int
+    ) -> asyncio.Future[RecordMetadata]:
+        """All of a built batch's records to one partition, all or nothing."""
+        batch.close()
+        records = batch.records
+        if not records:
+            raise KafkaConfigError("send_batch: the batch has no records")
+        if self._yield_next:
+            await self._give_sender_a_turn()
+        if not self._accepting:
+            self._check_running()
+        biggest = max(r.charge for r in records)
+        if biggest > self._max_charge:
+            raise self._too_large(topic, biggest)
+        ts = await self._topic_state(topic)
+        pq = ts.queues.get(partition) if partition.__class__ is int else None
+        if pq is None:
+            pq = await self._partition_queue(ts, partition)
+        acc = self._acc
+        total = sum(r.charge for r in records)
+        if acc.used + self._reserved + total > acc.limit or self._space_queue:
+            await self._wait_for_space(total)
+        if not self._accepting:
+            self._check_running()
+        # no suspension from here: every record is buffered, or (a bug) none
+        filled = pq.open
+        handles = [
+            acc.append(pq, r.timestamp_ms, r.key, r.value, r.headers, r.charge) for r in records
+        ]
+        if pq.open is not filled or len({id(h.batch) for h in handles}) > 1:
+            self._yield_next = True  # full batches: the next call lets the sender ship
+        return first_delivered(handles)
 
     async def flush(self, timeout_ms: int | None = None) -> None:
         """Send everything buffered now, ignoring linger, and wait until each batch is

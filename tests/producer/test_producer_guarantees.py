@@ -170,3 +170,35 @@ async def test_stop_while_a_send_waits_for_metadata_fails_it_at_once(
         with pytest.raises(IllegalStateError):
             await batch_waiting
     assert not p._acc.incomplete
+
+
+async def test_aiokafka_style_batches(kafka: Any, topic_name: str) -> None:
+    # aiokafka's batch_produce example, classes renamed: append until the batch is full,
+    # send it to a partition, start a new one.
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    async with producer(kafka, batch_size=400) as p:
+        batch = p.create_batch()
+        sent: list[tuple[int, int]] = []
+        futures = []
+        i = 0
+        while i < 30:
+            meta = batch.append(key=None, value=b"msg %02d" % i, timestamp=None)
+            if meta is None:
+                partition = len(sent) % 2
+                futures.append(await p.send_batch(batch, topic_name, partition=partition))
+                sent.append((partition, batch.record_count()))
+                batch = p.create_batch()
+                continue
+            i += 1
+        futures.append(await p.send_batch(batch, topic_name, partition=0))
+        sent.append((0, batch.record_count()))
+        firsts = [await f for f in futures]
+        assert len(sent) > 2 and sum(n for _, n in sent) == 30  # it did fill up
+        assert [m.partition for m in firsts] == [part for part, _ in sent]
+        with pytest.raises(KafkaConfigError):
+            await p.send_batch(p.create_batch(), topic_name, partition=0)  # empty
+        bad = p.create_batch()
+        with pytest.raises(SerializationError):
+            bad.append(key=None, value="a str", timestamp=None)
+    got = await asyncio.to_thread(consume, kafka.bootstrap_servers, topic_name, 30, 2)
+    assert sorted(m.value() for m in got) == [b"msg %02d" % i for i in range(30)]

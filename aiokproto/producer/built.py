@@ -1,0 +1,91 @@
+"""aiokafka's batch interface: ``batch = producer.create_batch()``, ``batch.append(...)``
+until it answers None (full), then ``await producer.send_batch(batch, topic,
+partition=p)``. The records are checked and serialized when appended; the producer
+buffers them all at once (all or nothing) when the batch is sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from aiokproto.producer.accumulator import RECORD_CHARGE
+from aiokproto.producer.options import BATCH_HEADER, RECORD_OVERHEAD_BOUND
+from aiokproto.records.record import Header
+
+# a record's overhead besides key, value and headers, as the batch builder counts it
+_RECORD_BYTES = RECORD_OVERHEAD_BOUND
+
+
+class BatchAppend(NamedTuple):
+    """What ``BatchBuilder.append`` answers: the record's place in the batch."""
+
+    offset: int  # relative: 0 for the batch's first record
+    timestamp: int  # milliseconds since the epoch
+    size: int  # approximate encoded size in bytes
+    crc: None = None  # v2 batches have one CRC for the whole batch
+
+
+class BuiltRecord(NamedTuple):
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    headers: tuple[Header, ...] | None
+    charge: int
+
+
+class BatchBuilder:
+    """Records for one ``send_batch`` call, appended up to ``batch_size`` bytes."""
+
+    def __init__(self, batch_size: int, key_serializer: Any, value_serializer: Any) -> None:
+        self._limit = batch_size
+        self._size = BATCH_HEADER
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._closed = False
+        self.records: list[BuiltRecord] = []
+
+    def append(
+        self,
+        *,
+        timestamp: float | None,
+        key: Any,
+        value: Any,
+        headers: Sequence[Header] | None = None,
+    ) -> BatchAppend | None:
+        """Add a record (``timestamp`` in seconds since the epoch, None: now); None when
+        the batch is full or closed (the first record always fits)."""
+        from aiokproto.producer.producer import _as_bytes, _header_charge, _serialize
+
+        if self._closed:
+            return None
+        if key is not None and self._key_serializer is not None:
+            key = _serialize(self._key_serializer, key, "key")
+        if value is not None and self._value_serializer is not None:
+            value = _serialize(self._value_serializer, value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = _as_bytes(key, "key")
+        if value is not None and value.__class__ is not bytes:
+            value = _as_bytes(value, "value")
+        listed = tuple(headers) if headers else None
+        extra = _header_charge(listed) if listed else 0
+        ts = int((time.time() if timestamp is None else float(timestamp)) * 1000)
+        data = (0 if key is None else len(key)) + (0 if value is None else len(value)) + extra
+        size = data + _RECORD_BYTES
+        if self.records and self._size + size > self._limit:
+            self._closed = True
+            return None
+        self._size += size
+        self.records.append(BuiltRecord(key, value, ts, listed, RECORD_CHARGE + data))
+        return BatchAppend(len(self.records) - 1, ts, size)
+
+    def close(self) -> None:
+        """No more appends (a closed batch can still be sent)."""
+        self._closed = True
+
+    def size(self) -> int:
+        return self._size
+
+    def record_count(self) -> int:
+        return len(self.records)
