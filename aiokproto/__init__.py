@@ -1,7 +1,8 @@
 """aiokproto: an asyncio-native Apache Kafka client.
 
 The curated public names are listed in ``__all__`` (a test keeps it honest); errors
-live in ``aiokproto.errors``.
+live in ``aiokproto.errors`` (``ConsumerStoppedError`` is here too, where aiokafka
+has it).
 """
 
 from aiokproto.admin import Admin, AdminBatchError, NewPartitions, NewTopic, OffsetSpec
@@ -11,7 +12,7 @@ from aiokproto.consumer import (
     ConsumerRecord,
     OffsetAndTimestamp,
 )
-from aiokproto.errors import KafkaError
+from aiokproto.errors import ConsumerStoppedError, KafkaError
 from aiokproto.producer import Producer, RecordMetadata
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 
@@ -23,6 +24,7 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "ConsumerStoppedError",
     "KafkaError",
     "NewPartitions",
     "NewTopic",

@@ -2,11 +2,17 @@
 
 Names are Java's client configs in snake_case. Unknown or ill-typed options fail
 at construction with ``KafkaConfigError``, never later on a background task.
+
+Code written for aiokafka passes its own option names and values; ``split_options``
+translates them (``AIOKAFKA_RENAMED``, ``NONE_MEANS_DEFAULT``, ``NONE_MEANS``) or
+ignores them with a warning (``AIOKAFKA_IGNORED``), so such code runs unchanged.
 """
 
 from __future__ import annotations
 
+import difflib
 import ssl
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -118,18 +124,94 @@ class ClientConfig:
 
 CLIENT_OPTIONS = frozenset(f.name for f in fields(ClientConfig))
 
+#: aiokafka's names of options that are ours under another name. A name is
+#: translated only for a client that has the target option.
+AIOKAFKA_RENAMED: Mapping[str, str] = {
+    "max_batch_size": "batch_size",
+}
+
+#: Options aiokafka lets be None for "its default"; None means ours.
+NONE_MEANS_DEFAULT = frozenset({"client_id", "compression_type", "max_poll_records"})
+
+#: Options whose None aiokafka documents with a meaning of its own, as our value.
+NONE_MEANS: Mapping[str, int] = {
+    # aiokafka: None disables the idle check; Java's int max is 24.8 days.
+    "connections_max_idle_ms": 2**31 - 1,
+}
+
+#: aiokafka options with no effect here: name -> (an option a client must have for
+#: the name to apply to it, or None for every client; why it is ignored). A value
+#: other than None is ignored with a warning, once per option and process.
+AIOKAFKA_IGNORED: Mapping[str, tuple[str | None, str]] = {
+    "api_version": (None, "API versions are negotiated with each broker"),
+    "loop": (None, "clients run on the event loop that is running when they start"),
+    "sasl_kerberos_service_name": (None, "GSSAPI (Kerberos) is not supported"),
+    "sasl_kerberos_domain_name": (None, "GSSAPI (Kerberos) is not supported"),
+    "consumer_timeout_ms": (
+        "fetch_max_wait_ms",
+        "the fetcher reacts to new data and assignment changes at once, not on a timer",
+    ),
+    "transaction_timeout_ms": (
+        "batch_size",
+        "transactions are not supported, and aiokafka ignores it without transactional_id",
+    ),
+}
+
+_warned: set[str] = set()  # AIOKAFKA_IGNORED names already warned about
+
+
+def _translate(options: Mapping[str, Any], known: frozenset[str], owner: str) -> dict[str, Any]:
+    """``options`` with aiokafka's names and values turned into ours."""
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        ignored = AIOKAFKA_IGNORED.get(name)
+        if ignored is not None and (ignored[0] is None or ignored[0] in known):
+            if value is not None and name not in _warned:
+                _warned.add(name)
+                warnings.warn(
+                    f"{owner}: {name}={value!r} is ignored: {ignored[1]}", stacklevel=4
+                )
+            continue
+        target = AIOKAFKA_RENAMED.get(name)
+        if target is not None and target in known:
+            if target in options:
+                raise KafkaConfigError(
+                    f"{owner} got both {name} (aiokafka's name) and {target}; pass {target}"
+                )
+            name = target
+        if value is None and name in known:  # an unknown name stays unknown
+            if name in NONE_MEANS_DEFAULT:
+                continue
+            value = NONE_MEANS.get(name, value)
+        out[name] = value
+    return out
+
+
+def _unknown(owner: str, unknown: Iterable[str], known: frozenset[str]) -> KafkaConfigError:
+    """The error for unknown option names, with the closest valid name for each typo."""
+    candidates = sorted(known | {a for a, t in AIOKAFKA_RENAMED.items() if t in known})
+    parts = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+        parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return KafkaConfigError(f"{owner} got unknown option(s): {', '.join(parts)}")
+
 
 def split_options(
     options: Mapping[str, Any], own: Iterable[str], owner: str
 ) -> tuple[ClientConfig, dict[str, Any]]:
     """Split keyword options into the shared ``ClientConfig`` and the owner's own ones.
 
-    An option neither shared nor in ``own`` raises ``KafkaConfigError`` naming it.
+    aiokafka's names and values are translated first (see the module docstring). An
+    option neither shared nor in ``own`` raises ``KafkaConfigError`` naming it, with
+    the closest valid name when one is close.
     """
     own_names = frozenset(own)
-    unknown = sorted(set(options) - CLIENT_OPTIONS - own_names)
+    known = CLIENT_OPTIONS | own_names
+    options = _translate(options, known, owner)
+    unknown = set(options) - known
     if unknown:
-        raise KafkaConfigError(f"{owner} got unknown option(s): {', '.join(unknown)}")
+        raise _unknown(owner, unknown, known)
     shared = {k: v for k, v in options.items() if k in CLIENT_OPTIONS}
     if "bootstrap_servers" not in shared:
         raise KafkaConfigError(f"{owner} needs bootstrap_servers")

@@ -13,6 +13,8 @@ EXPECTED = {
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    # aiokafka exports it from its package too (``from aiokafka import ConsumerStoppedError``)
+    "ConsumerStoppedError",
     "KafkaError",
     "NewPartitions",
     "NewTopic",

@@ -19,7 +19,7 @@ from aiokproto.cluster.coordinators import CoordinatorCache
 from aiokproto.cluster.metadata import MetadataCache
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.config import ClientConfig
-from aiokproto.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from aiokproto.errors import BootstrapError, KafkaConnectionError, KafkaError
 from aiokproto.net.connection import BrokerConnection, Purpose
 from aiokproto.protocol.base import Request
 
@@ -58,28 +58,67 @@ class ClusterClient:
         await self.close()
 
     async def start(self) -> None:
-        """Start the metadata actor and learn the cluster (within default_api_timeout_ms)."""
+        """Start the metadata actor and learn the cluster (within default_api_timeout_ms).
+
+        Until a refresh succeeds, each round first opens a connection the way the
+        refresh would (least loaded node first, each node once), so that every server's
+        own error is known: if time runs out, ``BootstrapError`` (a connection error and
+        a timeout) names each bootstrap server with its last error.
+        """
         await self.metadata.start()
         timeout = self.config.default_api_timeout_ms / 1000
+        failed: dict[tuple[str, int], KafkaError] = {}  # last error per server
+        last: KafkaError | None = None
+        last_connection_error: KafkaConnectionError | None = None  # the cause if time runs out
+
+        async def connect_somewhere() -> bool:
+            nonlocal last_connection_error
+            tried: set[int] = set()
+            while (node := self.least_loaded_node(exclude=tried)) not in tried:
+                tried.add(node)
+                address = self.address_of(node)
+                try:
+                    await self.connection(node)
+                    return True
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    failed[address] = exc
+                    if isinstance(exc, KafkaConnectionError):
+                        last_connection_error = exc
+            return False
+
         try:
             async with asyncio.timeout(timeout):
                 while True:
                     try:
-                        await self.metadata.refresh()
-                        return
+                        # the refresh goes to the connection just opened (least loaded)
+                        if await connect_somewhere():
+                            await self.metadata.refresh()
+                            return
                     except KafkaError as exc:
                         if not exc.retriable:
                             raise
-                        await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                        last = exc
+                        if isinstance(exc, KafkaConnectionError):
+                            last_connection_error = exc
+                    await asyncio.sleep(self.config.retry_backoff_ms / 1000)
         except TimeoutError:
             await self.close()
-            servers = ", ".join(f"{h}:{p}" for h, p in self.config.bootstrap_servers)
-            last = self.metadata.last_error
-            raise KafkaTimeoutError(
-                f"no bootstrap server answered within {timeout:.0f} s "
-                f"(default_api_timeout_ms); tried {servers}"
-                + (f"; last error: {last}" if last else "")
-            ) from None
+            last = last or self.metadata.last_error
+            servers = list(self.config.bootstrap_servers)
+            servers += [a for a in failed if a not in servers]  # brokers metadata named
+            tried = ", ".join(
+                f"{h}:{p} ({failed[(h, p)]})" if (h, p) in failed else f"{h}:{p}"
+                for h, p in servers
+            )
+            text = (
+                f"no bootstrap server answered within {timeout:g} s "
+                f"(default_api_timeout_ms); tried {tried}"
+            )
+            if last is not None and last not in failed.values():
+                text += f"; last error: {last}"
+            raise BootstrapError(text) from last_connection_error or last
         except BaseException:
             await self.close()
             raise

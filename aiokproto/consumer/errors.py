@@ -1,37 +1,54 @@
-"""Errors only the consumer raises."""
+"""Errors only the consumer raises.
+
+``NoOffsetForPartitionError``, ``ConsumerStoppedError`` and ``NoGroupError`` are
+defined in ``aiokproto.errors`` (so that module names every error without importing
+the consumer) and re-exported here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 
-from aiokproto.errors import IllegalStateError, KafkaError
+from aiokproto.errors import (
+    ConsumerStoppedError,
+    KafkaError,
+    NoGroupError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+)
 from aiokproto.structs import TopicPartition
 
+__all__ = [
+    "ConsumerStoppedError",
+    "NoGroupError",
+    "NoOffsetForPartitionError",
+    "OffsetOutOfRangeConsumerError",
+    "RecordDeserializationError",
+]
 
-class NoOffsetForPartitionError(KafkaError):
-    """A partition has no position and ``auto_offset_reset="none"`` forbids guessing one.
 
-    ``partitions`` are the partitions concerned; ``seek()`` them (or commit offsets for
-    them) and consume again.
+class OffsetOutOfRangeConsumerError(NoOffsetForPartitionError, OffsetOutOfRangeError):
+    """The position is outside the partition's log (deleted or truncated records) and
+    ``auto_offset_reset="none"``.
+
+    ``offsets`` maps each partition to the position. It is also ``args[0]``, where
+    aiokafka's consumer puts it, and the class is also the broker code's
+    ``OffsetOutOfRangeError``, so ``except OffsetOutOfRangeError as e: e.args[0]``
+    written for aiokafka works unchanged.
     """
 
-    def __init__(self, partitions: Iterable[TopicPartition], why: str) -> None:
-        self.partitions = frozenset(partitions)
-        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(self.partitions))
-        super().__init__(
-            f"{why} for {names} and auto_offset_reset='none'; seek() to an offset "
-            "or use auto_offset_reset='earliest'/'latest'"
-        )
-
-
-class OffsetOutOfRangeConsumerError(NoOffsetForPartitionError):
-    """The position is outside the partition's log (deleted or truncated records) and
-    ``auto_offset_reset="none"``. ``offsets`` maps each partition to the position."""
-
-    def __init__(self, offsets: dict[TopicPartition, int]) -> None:
+    def __init__(self, offsets: Mapping[TopicPartition, int]) -> None:
         self.offsets = dict(offsets)
         where = ", ".join(f"{tp.topic}-{tp.partition}@{o}" for tp, o in sorted(offsets.items()))
-        super().__init__(offsets, f"the position is out of range ({where})")
+        super().__init__(self.offsets, f"the position is out of range ({where})")
+        # The text NoOffsetForPartitionError built, without the broker code's prefix
+        # that BrokerResponseError adds in args.
+        self._text = self.broker_message or ""
+        # args are what the constructor takes, so copying and pickling rebuild it.
+        self.args = (self.offsets,)
+
+    def __str__(self) -> str:
+        return self._text
 
 
 class RecordDeserializationError(KafkaError):
@@ -44,12 +61,3 @@ class RecordDeserializationError(KafkaError):
             f"deserializing the record at {tp.topic}-{tp.partition} offset {offset} "
             f"failed: {type(cause).__name__}: {cause}; seek past it to skip it"
         )
-
-
-class ConsumerStoppedError(IllegalStateError):
-    """The consumer was stopped: ``getone``/``getmany`` (also ones waiting when
-    ``stop()`` was called) raise this; ``async for`` just ends."""
-
-
-class NoGroupError(IllegalStateError):
-    """A group operation (commit, committed) on a consumer created without ``group_id``."""

@@ -17,8 +17,17 @@ from typing import Protocol
 
 from aiokproto.errors import KafkaAuthenticationError
 
-TokenProvider = Callable[[], Awaitable[str]]
-"""An async callable returning a fresh OAuth bearer token (for OAUTHBEARER)."""
+
+class TokenSource(Protocol):
+    """aiokafka's ``AbstractTokenProvider`` shape: ``async def token()`` returns the
+    token; an optional ``extensions()`` returns SASL extensions (KIP-342)."""
+
+    def token(self) -> Awaitable[str]: ...
+
+
+TokenProvider = Callable[[], Awaitable[str]] | TokenSource
+"""What OAUTHBEARER takes: an async callable returning a fresh bearer token, or an
+object with an async ``token()`` method (aiokafka's token providers)."""
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 

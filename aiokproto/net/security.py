@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aiokproto.errors import KafkaConfigError
+from aiokproto.errors import KafkaAuthenticationError, KafkaConfigError
 from aiokproto.net.sasl import (
     MECHANISMS,
     OAuthBearerMechanism,
@@ -35,6 +37,17 @@ class SecurityConfig:
     sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        provider = self.sasl_oauth_token_provider
+        if (
+            provider is not None
+            and not callable(getattr(provider, "token", None))
+            and not callable(provider)
+        ):
+            raise KafkaConfigError(
+                "sasl_oauth_token_provider must be an async function returning the "
+                "token, or an object with an async token() method (aiokafka's "
+                f"AbstractTokenProvider), not {type(provider).__name__}"
+            )
         if self.security_protocol not in SECURITY_PROTOCOLS:
             raise KafkaConfigError(
                 f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
@@ -82,8 +95,54 @@ class SecurityConfig:
         name = self.sasl_mechanism
         if name == "OAUTHBEARER":
             assert self.sasl_oauth_token_provider is not None
-            return OAuthBearerMechanism(await self.sasl_oauth_token_provider())
+            return await _oauth_mechanism(self.sasl_oauth_token_provider)
         assert self.sasl_plain_username is not None and self.sasl_plain_password is not None
         if name == "PLAIN":
             return PlainMechanism(self.sasl_plain_username, self.sasl_plain_password)
         return ScramMechanism(name, self.sasl_plain_username, self.sasl_plain_password)
+
+
+async def _oauth_mechanism(provider: TokenProvider) -> OAuthBearerMechanism:
+    """Ask the provider for a token (and, aiokafka-style, for extensions)."""
+    extensions: object = None
+    token_method = getattr(provider, "token", None)
+    if callable(token_method):
+        # An object with token() (aiokafka's AbstractTokenProvider), checked first:
+        # such an object may also be callable for reasons of its own.
+        token: object = token_method()
+        more = getattr(provider, "extensions", None)
+        if callable(more):
+            extensions = more()
+    else:
+        assert callable(provider)
+        token = provider()
+    if inspect.isawaitable(token):  # a plain function returning the token works too
+        token = await token
+    if not isinstance(token, str) or not token:
+        raise KafkaAuthenticationError(
+            f"OAUTHBEARER: sasl_oauth_token_provider returned {type(token).__name__}, "
+            "not a non-empty str token"
+        )
+    return OAuthBearerMechanism(token, _extensions(extensions))
+
+
+def _extensions(value: object) -> dict[str, str]:
+    """SASL extensions checked as RFC 7628 section 3.1 defines keys and values."""
+    if not value:
+        return {}
+    if not isinstance(value, Mapping):
+        raise KafkaAuthenticationError(
+            f"OAUTHBEARER: extensions() returned {type(value).__name__}, not a dict"
+        )
+    out: dict[str, str] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not key.isascii() or not key.isalpha() or key == "auth":
+            raise KafkaAuthenticationError(
+                f"OAUTHBEARER: extension name {key!r} must be ASCII letters and not 'auth'"
+            )
+        if not isinstance(val, str) or "\x01" in val:
+            raise KafkaAuthenticationError(
+                f"OAUTHBEARER: extension {key!r} must be a str without \\x01"
+            )
+        out[key] = val
+    return out

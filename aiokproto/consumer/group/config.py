@@ -23,7 +23,11 @@ class GroupConfig:
     rebalance_timeout_ms: int | None = None
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = 5_000
-    partition_assignment_strategy: tuple[Assignor | str, ...] = ("range", "cooperative-sticky")
+    # names, Assignor objects or classes; aiokafka's built-in classes become our names
+    partition_assignment_strategy: tuple[Assignor | type[Assignor] | str, ...] = (
+        "range",
+        "cooperative-sticky",
+    )
     exclude_internal_topics: bool = True
     client_rack: str | None = None
 
@@ -69,12 +73,14 @@ class GroupConfig:
                 strategy = tuple(strategy)
             except TypeError:
                 raise KafkaConfigError(
-                    "partition_assignment_strategy must be assignor names or Assignor objects"
+                    "partition_assignment_strategy must be a sequence of assignor names, "
+                    "Assignor objects or classes"
                 ) from None
+        from aiokproto.consumer.group.assignors import aiokafka_assignor_name, resolve_assignors
+
+        strategy = tuple(aiokafka_assignor_name(s) or s for s in strategy)
         object.__setattr__(self, "partition_assignment_strategy", strategy)
         # Resolving checks names and types now, not on the group task.
-        from aiokproto.consumer.group.assignors import resolve_assignors
-
         resolve_assignors(strategy)
 
     @property

@@ -1,16 +1,11 @@
-"""Errors raised by the group layer on top of the generated broker-code classes."""
+"""Errors raised by the group layer.
+
+``CommitFailedError`` is defined in ``aiokproto.errors`` (which names every error a
+user can see without importing the consumer) and re-exported here.
+"""
 
 from __future__ import annotations
 
-from aiokproto.errors import KafkaError
+from aiokproto.errors import CommitFailedError
 
-
-class CommitFailedError(KafkaError):
-    """A commit cannot succeed: the group rebalanced and some partitions moved.
-
-    The member no longer owns (some of) the partitions whose offsets it tried to
-    commit, so another member may already be consuming them. Retrying the same
-    commit cannot help; re-read from the committed offsets after the rebalance.
-    """
-
-    retriable = False
+__all__ = ["CommitFailedError"]

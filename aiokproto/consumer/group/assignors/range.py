@@ -40,3 +40,7 @@ class RangeAssignor(Assignor):
                 )
                 start += n
         return to_assignments(members, chosen)
+
+
+#: aiokafka's name for the same assignor (its class can be passed as in aiokafka).
+RangePartitionAssignor = RangeAssignor

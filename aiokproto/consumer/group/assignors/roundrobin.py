@@ -41,3 +41,7 @@ class RoundRobinAssignor(Assignor):
                 )
                 cursor += 1
         return to_assignments(members, chosen)
+
+
+#: aiokafka's name for the same assignor (its class can be passed as in aiokafka).
+RoundRobinPartitionAssignor = RoundRobinAssignor

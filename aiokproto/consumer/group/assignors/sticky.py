@@ -147,3 +147,7 @@ class CooperativeStickyAssignor(_StickyBase):
         if generation < 0 and sub.user_data is not None and len(sub.user_data) >= 4:
             generation = _I32.unpack_from(sub.user_data, 0)[0]
         return frozenset(sub.owned_partitions), generation
+
+
+#: aiokafka's name for the same assignor (its class can be passed as in aiokafka).
+StickyPartitionAssignor = StickyAssignor

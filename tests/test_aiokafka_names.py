@@ -1,0 +1,159 @@
+"""aiokafka's error names: code moving from aiokafka keeps its imports and ``except``s."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import aiokproto
+from aiokproto import errors
+from aiokproto.consumer import errors as consumer_errors
+from aiokproto.consumer.group import errors as group_errors
+from aiokproto.errors import (
+    BootstrapError,
+    CommitFailedError,
+    ConsumerStoppedError,
+    CorruptRecordError,
+    IllegalOperation,
+    InvalidMessageError,
+    KafkaConnectionError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    NoGroupError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    ProducerFenced,
+    RecordTooLargeError,
+    for_code,
+)
+from aiokproto.structs import TopicPartition
+from tools.codegen import gen_errors
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_consumer_errors_are_one_class_wherever_they_are_imported_from() -> None:
+    assert consumer_errors.ConsumerStoppedError is ConsumerStoppedError
+    assert consumer_errors.NoOffsetForPartitionError is NoOffsetForPartitionError
+    assert consumer_errors.NoGroupError is NoGroupError
+    assert group_errors.CommitFailedError is CommitFailedError
+    assert aiokproto.ConsumerStoppedError is ConsumerStoppedError
+    from aiokproto.consumer import CommitFailedError as from_consumer
+
+    assert from_consumer is CommitFailedError
+
+
+def test_errors_module_imports_no_other_aiokproto_module() -> None:
+    # errors.py is loaded on its own, outside the package: had it imported the
+    # consumer (a cycle), aiokproto modules would be in sys.modules afterwards.
+    code = (
+        "import importlib.util, sys\n"
+        "spec = importlib.util.spec_from_file_location('errors', 'aiokproto/errors.py')\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "assert mod.CommitFailedError and mod.ConsumerStoppedError and mod.BootstrapError\n"
+        "print(sorted(m for m in sys.modules if m.startswith('aiokproto')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_message_size_too_large_catches_what_aiokafka_raised_under_that_name() -> None:
+    # aiokafka: a record over max_request_size on send(), and broker code 10.
+    assert MessageSizeTooLargeError is RecordTooLargeError
+    for raised in (
+        RecordTooLargeError("record over max_request_size"),
+        for_code(10)(),
+        for_code(18)(),
+    ):
+        with pytest.raises(MessageSizeTooLargeError):
+            raise raised
+    assert not issubclass(for_code(1), MessageSizeTooLargeError)
+
+
+def test_invalid_message_catches_corrupt_records_from_either_side() -> None:
+    # aiokafka: CORRUPT_MESSAGE from the broker and a bad CRC read by the client.
+    assert InvalidMessageError is CorruptRecordError
+    broker = for_code(2)("x")
+    assert isinstance(broker, InvalidMessageError) and isinstance(broker, KafkaProtocolError)
+    assert broker.errno == 2 and broker.retriable  # still the broker code's class
+    assert isinstance(CorruptRecordError("bad CRC"), InvalidMessageError)
+    assert not CorruptRecordError.retriable
+
+
+def test_producer_fenced_and_illegal_operation() -> None:
+    assert ProducerFenced is for_code(90)
+    assert not issubclass(for_code(47), ProducerFenced)  # INVALID_PRODUCER_EPOCH stays apart
+    assert IllegalOperation is NoGroupError
+
+
+def test_out_of_range_consumer_error_is_aiokafka_shaped() -> None:
+    tp, other = TopicPartition("t", 0), TopicPartition("a", 3)
+    err = consumer_errors.OffsetOutOfRangeConsumerError({tp: 5, other: 9})
+    # aiokafka: except OffsetOutOfRangeError as e: e.args[0] is {tp: offset}
+    assert isinstance(err, OffsetOutOfRangeError) and isinstance(err, NoOffsetForPartitionError)
+    assert err.args == ({tp: 5, other: 9},)
+    assert err.offsets == {tp: 5, other: 9} and err.partitions == {tp, other}
+    assert err.errno == 1 and not err.retriable
+    assert str(err).startswith("the position is out of range (a-3@9, t-0@5)")
+    for clone in (pickle.loads(pickle.dumps(err)), copy.copy(err)):
+        assert type(clone) is type(err)
+        assert clone.offsets == err.offsets and str(clone) == str(err)
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        raise err
+    assert info.value.args[0][tp] == 5
+
+
+def test_bootstrap_error_is_a_connection_error_and_a_timeout() -> None:
+    err = BootstrapError("x")
+    assert isinstance(err, KafkaConnectionError) and isinstance(err, KafkaTimeoutError)
+    assert isinstance(err, TimeoutError) and err.retriable
+
+
+def test_the_generator_refuses_an_alias_of_a_class_it_does_not_define(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(gen_errors.AIOKAFKA_ALIASES, "Bogus", ("NoSuchError", "why"))
+    with pytest.raises(SystemExit, match="NoSuchError"):
+        gen_errors.render(ROOT / "aiokproto" / "protocol" / "specs" / "errors.tsv")
+
+
+def test_same_names_as_aiokafka_mean_the_same_broker_code() -> None:
+    aiokafka_errors = pytest.importorskip("aiokafka.errors")
+    shared = 0
+    for name, theirs in vars(aiokafka_errors).items():
+        ours = getattr(errors, name, None)
+        errno = getattr(theirs, "errno", None)
+        if not isinstance(ours, type) or not isinstance(errno, int) or errno <= 0:
+            continue
+        shared += 1
+        assert issubclass(for_code(errno), ours), (name, errno, ours)
+    assert shared > 30  # most of aiokafka's broker names are ours too
+
+
+def test_every_name_the_migration_needs_is_in_aiokproto_errors() -> None:
+    for name in (
+        "CommitFailedError",
+        "ConsumerStoppedError",
+        "IllegalOperation",
+        "IllegalStateError",
+        "InvalidMessageError",
+        "KafkaConnectionError",
+        "KafkaError",
+        "KafkaTimeoutError",
+        "MessageSizeTooLargeError",
+        "NoOffsetForPartitionError",
+        "OffsetOutOfRangeError",
+        "ProducerFenced",
+        "RecordTooLargeError",
+        "TopicAuthorizationFailedError",
+        "UnknownTopicOrPartitionError",
+    ):
+        assert issubclass(getattr(errors, name), errors.KafkaError), name
