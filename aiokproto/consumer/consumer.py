@@ -649,7 +649,11 @@ class Consumer:
             return None
         tps = frozenset(_check_tps(partitions))
         missing = tps - self._subs.assigned()
-        if missing:
+        # With a subscription the assignment is the group's (or the metadata's) and may
+        # not have arrived yet: wait for those partitions, as aiokafka does. A manual
+        # assignment changes only by the caller's hand, so a partition outside it never
+        # gets records.
+        if missing and self._subs.kind == "assigned":
             raise IllegalStateError(f"{sorted(missing)} not assigned to this consumer")
         return tps
 

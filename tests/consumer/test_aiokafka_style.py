@@ -137,3 +137,39 @@ async def test_commit_pairs_seek_to_committed_and_last_poll_timestamp(
         assert group is not None
         (om,) = (await group.fetch_committed([tp])).values()
         assert isinstance(om, OffsetAndMetadata) and om.metadata == "processed up to 3"
+
+
+async def test_getone_for_a_partition_the_group_has_not_assigned_yet_waits_for_it(
+    kafka: Any, topic_name: str
+) -> None:
+    # aiokafka code calls getone(tp) right after start(), before the join finished:
+    # the partition is waited for, not refused.
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    await produce(kafka, topic_name, 3, partition=1)
+    tp = TopicPartition(topic_name, 1)
+    async with Consumer(
+        topic_name,
+        bootstrap_servers=kafka.bootstrap_servers,
+        group_id=f"{topic_name}-g",
+        auto_offset_reset="earliest",
+    ) as consumer:
+        assert tp not in consumer.assignment()
+        async with asyncio.timeout(30):
+            first = await consumer.getone(tp)
+            batch = await consumer.getmany(tp, timeout_ms=5000)
+        assert (first.partition, first.offset) == (1, 0)
+        assert [r.offset for r in batch[tp]] == [1, 2]
+
+
+async def test_getone_for_a_partition_outside_a_manual_assignment_is_refused(
+    kafka: Any, topic_name: str
+) -> None:
+    from aiokproto.errors import IllegalStateError
+
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    async with Consumer(bootstrap_servers=kafka.bootstrap_servers) as consumer:
+        consumer.assign([TopicPartition(topic_name, 0)])
+        with pytest.raises(IllegalStateError, match="not assigned"):
+            await consumer.getone(TopicPartition(topic_name, 1))
+        with pytest.raises(IllegalStateError, match="not assigned"):
+            await consumer.getmany(TopicPartition(topic_name, 1), timeout_ms=100)
