@@ -63,8 +63,9 @@ async def test_a_consumer_without_a_group_gets_every_subscribed_partition(
     ]
 
 
+@pytest.mark.parametrize("how", ["async for", "getmany", "getone"])
 async def test_a_pattern_without_a_group_picks_up_a_topic_created_later(
-    kafka: Any, topic_name: str
+    kafka: Any, topic_name: str, how: str
 ) -> None:
     async with Consumer(
         bootstrap_servers=kafka.bootstrap_servers,
@@ -73,7 +74,19 @@ async def test_a_pattern_without_a_group_picks_up_a_topic_created_later(
         metadata_max_age_ms=1000,  # how often the full topic list is looked at
     ) as consumer:
         consumer.subscribe(pattern=f"{topic_name}-.*")
-        waiting = asyncio.ensure_future(consumer.getone())
+
+        async def first() -> ConsumerRecord:
+            if how == "getone":
+                return await consumer.getone()
+            if how == "getmany":
+                while True:
+                    for recs in (await consumer.getmany(timeout_ms=10_000)).values():
+                        return recs[0]
+            async for record in consumer:
+                return record
+            raise AssertionError("the iteration ended")
+
+        waiting = asyncio.ensure_future(first())
         await asyncio.sleep(1.0)
         assert not waiting.done()
         late = f"{topic_name}-late"

@@ -285,9 +285,10 @@ class SlowSeek(ConsumerRebalanceListener):
             self.consumer.seek(tp, self.offset)
 
 
+@pytest.mark.parametrize("how", ["async for", "getmany", "getone"])
 @pytest.mark.parametrize("kind", ["plain", "slow"])
 async def test_nothing_is_handed_out_before_on_partitions_assigned_returns(
-    kafka: Any, topic_name: str, kind: str
+    kafka: Any, topic_name: str, kind: str, how: str
 ) -> None:
     # auto_offset_reset="none": only the listener's seek gives the partitions a
     # position; a poll that ran before it returned used to raise NoOffsetForPartition.
@@ -303,9 +304,19 @@ async def test_nothing_is_handed_out_before_on_partitions_assigned_returns(
     got: dict[int, list[int]] = {0: [], 1: []}
     async with consumer:
         async with asyncio.timeout(30):
-            while len(got[0]) < 3 or len(got[1]) < 3:
-                for tp, recs in (await consumer.getmany(timeout_ms=50)).items():
-                    got[tp.partition].extend(r.offset for r in recs)
+            if how == "getmany":
+                while len(got[0]) < 3 or len(got[1]) < 3:
+                    for tp, recs in (await consumer.getmany(timeout_ms=50)).items():
+                        got[tp.partition].extend(r.offset for r in recs)
+            elif how == "getone":
+                while len(got[0]) < 3 or len(got[1]) < 3:
+                    record = await consumer.getone()
+                    got[record.partition].append(record.offset)
+            else:
+                async for record in consumer:
+                    got[record.partition].append(record.offset)
+                    if len(got[0]) >= 3 and len(got[1]) >= 3:
+                        break
     assert got == {0: [7, 8, 9], 1: [7, 8, 9]}
     if isinstance(listener, SeeksWhenAssigned):
         assert listener.assigned and frozenset().union(*listener.assigned) == {
