@@ -363,29 +363,24 @@ class Accumulator:
 
     def retry(self, batch: ProducerBatch, error: KafkaError, retry_at: float) -> None:
         """Put an in-flight batch back in its queue to be sent again at ``retry_at``."""
-        if batch not in self.incomplete:
-            return
-        pq = batch.queue
-        if batch.in_flight:
-            batch.in_flight = False
-            pq.in_flight -= 1
-        batch.conn = None
-        batch.last_error = error
-        batch.retry_at = retry_at
-        pq.requeue(batch)
-        self._active[pq] = None
+        if batch in self.incomplete:
+            batch.last_error = error
+            batch.retry_at = retry_at
+            self._requeue(batch)
 
     def hold_back(self, batch: ProducerBatch) -> None:
         """An in-flight batch was not written (an earlier batch of its partition is not
         ahead of it on the same connection): queue it again as if never sent."""
-        if batch not in self.incomplete:
-            return
+        if batch in self.incomplete:
+            batch.attempts -= 1
+            self._requeue(batch)
+
+    def _requeue(self, batch: ProducerBatch) -> None:
         pq = batch.queue
         if batch.in_flight:
             batch.in_flight = False
             pq.in_flight -= 1
         batch.conn = None
-        batch.attempts -= 1
         pq.requeue(batch)
         self._active[pq] = None
 
