@@ -72,6 +72,48 @@ async def test_stop_wakes_a_send_waiting_for_an_unknown_partition() -> None:
         assert took < 1.0, f"send() was released {took:.1f} s after stop()"
 
 
+class KeyedLoad:
+    """Tasks that each send one key's numbered records in order while a mover task
+    keeps moving partition leaders between brokers 1 and 2."""
+
+    def __init__(self, fake: FakeCluster, rng: Any, partitions: int, every_s: float) -> None:
+        self.fake, self.rng, self.partitions, self.every_s = fake, rng, partitions, every_s
+        self.stop = asyncio.Event()
+        self.acked: dict[bytes, list[int]] = {}
+
+    async def mover(self) -> None:
+        while not self.stop.is_set():
+            await asyncio.sleep(self.every_s)
+            part = self.rng.randrange(self.partitions)
+            self.fake.move(part, 2 if self.fake.leader[part] == 1 else 1)
+
+    async def sender(self, p: Producer, key: bytes, n: int, pause_every: int) -> None:
+        handles = []
+        for i in range(n):
+            handles.append((i, await p.send(TOPIC, b"%s:%05d" % (key, i), key=key)))
+            if i % pause_every == 0:
+                await asyncio.sleep(0.01)
+        for i, h in handles:
+            try:
+                await h
+                self.acked.setdefault(key, []).append(i)
+            except KafkaError:
+                pass
+
+    def check(self, written: list[bytes], what: str) -> None:
+        """Each key's records written once, in send order, every acknowledged one too."""
+        by_key: dict[bytes, list[int]] = {}
+        for value in written:
+            key, _, i = value.partition(b":")
+            by_key.setdefault(key, []).append(int(i))
+        for key, seen in by_key.items():
+            assert len(seen) == len(set(seen)), f"{key!r}: written twice: {seen[:60]}"
+            assert seen == sorted(seen), f"{key!r}: reordered {what}: {seen[:60]}"
+        for key, ok in self.acked.items():
+            missing = set(ok) - set(by_key.get(key, []))
+            assert not missing, f"{key!r}: acknowledged but not written: {sorted(missing)[:10]}"
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_many_senders_while_leaders_keep_moving_keep_order_and_lose_nothing(
     seed: int,
@@ -88,50 +130,21 @@ async def test_many_senders_while_leaders_keep_moving_keep_order_and_lose_nothin
         await asyncio.sleep(rng.uniform(0, 0.04))
 
     async with FakeCluster(nodes=2, partitions=4, hook=jitter, replicated=True) as fake:
-        stop = asyncio.Event()
-
-        async def mover() -> None:
-            while not stop.is_set():
-                await asyncio.sleep(0.15)
-                part = rng.randrange(4)
-                fake.move(part, 2 if fake.leader[part] == 1 else 1)
-
-        acked: dict[bytes, list[int]] = {}
-
-        async def sender(p: Producer, key: bytes) -> None:
-            handles = []
-            for i in range(150):
-                handles.append((i, await p.send(TOPIC, b"%s:%05d" % (key, i), key=key)))
-                if i % 10 == 0:
-                    await asyncio.sleep(0.01)
-            for i, h in handles:
-                try:
-                    await h
-                    acked.setdefault(key, []).append(i)
-                except KafkaError:
-                    pass
-
-        moving = asyncio.ensure_future(mover())
+        load = KeyedLoad(fake, rng, partitions=4, every_s=0.15)
+        moving = asyncio.ensure_future(load.mover())
         try:
-            async with Producer(
-                bootstrap_servers=fake.bootstrap, linger_ms=2, batch_size=300, **FAST
-            ) as p, asyncio.timeout(60):
-                await asyncio.gather(*(sender(p, b"k%d" % k) for k in range(8)))
+            async with (
+                Producer(
+                    bootstrap_servers=fake.bootstrap, linger_ms=2, batch_size=300, **FAST
+                ) as p,
+                asyncio.timeout(60),
+            ):
+                await asyncio.gather(*(load.sender(p, b"k%d" % k, 150, 10) for k in range(8)))
         finally:
-            stop.set()
+            load.stop.set()
             await moving
-    by_key: dict[bytes, list[int]] = {}
-    for (_, _part), log in fake.logs.items():
-        for value in log.records:
-            key, _, i = value.partition(b":")
-            by_key.setdefault(key, []).append(int(i))
-    for key, seen in by_key.items():
-        assert len(seen) == len(set(seen)), f"{key!r}: duplicated records"
-        assert seen == sorted(seen), f"{key!r}: reordered: {seen[:40]}"
-    for key, ok in acked.items():
-        missing = set(ok) - set(by_key.get(key, []))
-        assert not missing, f"{key!r}: acknowledged but not written: {sorted(missing)[:10]}"
-    assert sum(len(v) for v in acked.values()) == 8 * 150
+    load.check([v for log in fake.logs.values() for v in log.records], "in the log")
+    assert sum(len(v) for v in load.acked.values()) == 8 * 150
 
 
 @pytest.mark.parametrize("seed", [4, 5, 6, 7])
@@ -154,53 +167,23 @@ async def test_wire_order_holds_with_unreplicated_leaders_drops_and_slow_old_lea
         await asyncio.sleep(rng.uniform(0, 0.02))
         return None
 
-    fake = FakeCluster(
-        nodes=2, partitions=3, hook=hostile, stall=lambda node: rng.random() < 0.02
-    )
+    fake = FakeCluster(nodes=2, partitions=3, hook=hostile, stall=lambda node: rng.random() < 0.02)
     async with fake:
-        stop = asyncio.Event()
-
-        async def mover() -> None:
-            while not stop.is_set():
-                await asyncio.sleep(0.2)
-                part = rng.randrange(3)
-                fake.move(part, 2 if fake.leader[part] == 1 else 1)
-
-        acked: dict[bytes, list[int]] = {}
-
-        async def sender(p: Producer, key: bytes) -> None:
-            handles = []
-            for i in range(120):
-                handles.append((i, await p.send(TOPIC, b"%s:%05d" % (key, i), key=key)))
-                if i % 8 == 0:
-                    await asyncio.sleep(0.01)
-            for i, h in handles:
-                try:
-                    await h
-                    acked.setdefault(key, []).append(i)
-                except KafkaError:
-                    pass
-
-        moving = asyncio.ensure_future(mover())
+        load = KeyedLoad(fake, rng, partitions=3, every_s=0.2)
+        moving = asyncio.ensure_future(load.mover())
         options = {**FAST, "request_timeout_ms": 400}
         try:
-            async with Producer(
-                bootstrap_servers=fake.bootstrap, linger_ms=2, batch_size=250, **options
-            ) as p, asyncio.timeout(90):
-                await asyncio.gather(*(sender(p, b"k%d" % k) for k in range(6)))
+            async with (
+                Producer(
+                    bootstrap_servers=fake.bootstrap, linger_ms=2, batch_size=250, **options
+                ) as p,
+                asyncio.timeout(90),
+            ):
+                await asyncio.gather(*(load.sender(p, b"k%d" % k, 120, 8) for k in range(6)))
         finally:
-            stop.set()
+            load.stop.set()
             await moving
-    by_key: dict[bytes, list[int]] = {}
-    for _part, value in fake.writes:
-        key, _, i = value.partition(b":")
-        by_key.setdefault(key, []).append(int(i))
-    for key, seen in by_key.items():
-        assert len(seen) == len(set(seen)), f"{key!r}: written twice: {seen[:60]}"
-        assert seen == sorted(seen), f"{key!r}: reordered on the wire: {seen[:60]}"
-    for key, ok in acked.items():
-        missing = set(ok) - set(by_key.get(key, []))
-        assert not missing, f"{key!r}: acknowledged but never written: {sorted(missing)[:10]}"
+    load.check([value for _part, value in fake.writes], "on the wire")
 
 
 async def test_a_large_send_batch_is_not_starved_by_small_sends() -> None:
