@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from aiokproto.awaitables import DONE
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.config import split_options
 from aiokproto.consumer.config import CONSUMER_OPTIONS, ConsumerConfig, group_option_names
@@ -34,7 +35,7 @@ from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
-from aiokproto.structs import OffsetAndMetadata, TopicPartition
+from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
     from aiokproto.consumer.group.coordinator import GroupCoordinator
@@ -42,15 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _Done:
-    """An awaitable that is already complete (what a finished call gives back)."""
-
-    def __await__(self) -> Generator[None, None, None]:
-        return
-        yield  # a generator: ``await`` on it returns at once
-
-
-_DONE = _Done()
 
 
 def _log_stop_failure(task: asyncio.Task[None]) -> None:
@@ -274,10 +266,10 @@ class Consumer:
             self._leaving.add(leaving)
             leaving.add_done_callback(self._leaving.discard)
             if group.in_group_task():
-                return _DONE  # awaiting it here would wait for this very listener
+                return DONE  # awaiting it here would wait for this very listener
             return leaving
         self._drop_subscription()
-        return _DONE
+        return DONE
 
     async def _leave(self, group: GroupCoordinator, version: int) -> None:
         await group.unsubscribe()
@@ -540,6 +532,21 @@ class Consumer:
     @property
     def group_coordinator(self) -> GroupCoordinator | None:
         return self._group
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group id, generation, member id and instance id, for
+        ``Producer.send_offsets_to_transaction`` (consume-transform-produce)."""
+        config = self._group_config
+        if config is None:
+            raise NoGroupError("group_metadata() needs a consumer group; pass group_id")
+        if self._state in ("stopping", "stopped"):
+            raise ConsumerStoppedError("group_metadata(): the Consumer is stopped")
+        group = self._group
+        if group is None:
+            return ConsumerGroupMetadata(config.group_id, -1, "", config.group_instance_id)
+        return ConsumerGroupMetadata(
+            config.group_id, group.generation_id, group.member_id, config.group_instance_id
+        )
 
     # -- consuming -----------------------------------------------------------------------
 

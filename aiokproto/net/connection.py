@@ -134,6 +134,9 @@ class BrokerConnection:
         self.node_id = node_id
         self.purpose: Purpose = purpose
         self.api_versions: dict[int, tuple[int, int]] = {}
+        #: cluster-wide finalized feature levels from ApiVersions (e.g.
+        #: "transaction.version"); empty when the broker reports none
+        self.finalized_features: dict[str, int] = {}
         self._transport: asyncio.Transport | None = None
         self._error: KafkaError | None = None
         self._in_flight: dict[int, _Pending] = {}
@@ -540,6 +543,10 @@ class BrokerConnection:
             ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             if response.error_code == 0:
                 self.api_versions = ranges
+                if response.finalized_features_epoch >= 0:
+                    self.finalized_features = {
+                        f.name: f.max_version_level for f in response.finalized_features
+                    }
                 return
             if response.error_code != UnsupportedVersionError.errno or key not in ranges:
                 raise for_code(response.error_code)(f"ApiVersions to {self.host}:{self.port}")
