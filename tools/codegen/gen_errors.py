@@ -132,6 +132,11 @@ class IllegalStateError(KafkaError):
     """The client object was used in a state that does not allow the operation."""
 
 
+class TransactionAbortedError(KafkaError):
+    """The record was not written: its transaction was aborted before it was sent
+    (``abort_transaction()``, or ``stop()`` during the transaction)."""
+
+
 # -- consumer errors (here rather than in aiokproto.consumer, which re-exports them,
 # so that aiokproto.errors offers every name without importing the consumer)
 
