@@ -25,11 +25,19 @@ from aiokproto.net.security import SecurityConfig
 
 def parse_bootstrap_servers(value: str | Iterable[str]) -> tuple[tuple[str, int], ...]:
     """``"h1:9092,h2:9093"``, ``["h1:9092"]`` or ``"[::1]:9092"`` into (host, port) pairs."""
-    items = value.split(",") if isinstance(value, str) else list(value)
+    if isinstance(value, str):
+        items: list[object] = list(value.split(","))
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray)):
+        items = list(value)
+    else:  # None, an int, bytes (iterating them gives ints): a caller's type error
+        raise KafkaConfigError(
+            "bootstrap_servers must be a str ('host:port,...') or a list of str, "
+            f"not {type(value).__name__}"
+        )
     out: list[tuple[str, int]] = []
     for raw in items:
         if not isinstance(raw, str):
-            raise KafkaConfigError(f"bootstrap server {raw!r} is not a string")
+            raise KafkaConfigError(f"bootstrap_servers: {raw!r} is not a str")
         item = raw.strip()
         if not item:
             continue
@@ -91,6 +99,11 @@ class ClientConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise KafkaConfigError(f"{name} must be a positive int, not {value!r}")
+        if not isinstance(self.allow_auto_create_topics, bool):
+            # "no" is truthy: anything but a bool would silently mean True
+            raise KafkaConfigError(
+                f"allow_auto_create_topics must be a bool, not {self.allow_auto_create_topics!r}"
+            )
         self.connection  # noqa: B018 - validates the connection and security options
 
     @property

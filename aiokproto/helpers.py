@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Callable
 from os import PathLike
@@ -44,6 +45,10 @@ def create_ssl_context(
     if certfile is None and (keyfile is not None or password is not None):
         # aiokafka silently drops them; a key without its certificate is a mistake.
         raise KafkaConfigError("keyfile and password need certfile (the client certificate)")
+    if isinstance(capath, (str, bytes, PathLike)) and not os.path.isdir(capath):
+        # with capath the system CAs are not loaded: a mistyped directory would give a
+        # context that trusts nothing, and every connection would fail later
+        raise KafkaConfigError(f"capath {os.fsdecode(capath)!r} is not a directory")
     try:
         context = ssl.create_default_context(
             ssl.Purpose.SERVER_AUTH, cafile=cafile, capath=capath, cadata=cadata

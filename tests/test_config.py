@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from aiokproto import Producer
 from aiokproto.config import parse_bootstrap_servers, split_options
 from aiokproto.errors import KafkaConfigError
+
+B = "localhost:1"  # never contacted: construction-only tests
 
 
 def test_bootstrap_forms() -> None:
@@ -44,3 +49,29 @@ def test_client_config_repr_hides_secrets() -> None:
     )
     text = repr(config) + repr(config.connection) + repr(config.security)
     assert "hunter2" not in text and "keypass" not in text
+
+
+def test_bootstrap_servers_none_is_a_config_error() -> None:
+    """Ill-typed options fail with KafkaConfigError naming them: not a TypeError
+    "'NoneType' object is not iterable", nor "bootstrap server 108 is not a string"
+    for bytes."""
+    for bad in (None, 9092, b"localhost:9092"):
+        with pytest.raises(KafkaConfigError, match="bootstrap_servers"):
+            Producer(bootstrap_servers=bad)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"security_protocol": "SSL", "ssl_context": "not a context"},
+        {"allow_auto_create_topics": "no"},
+        {"ssl_check_hostname": "no"},
+    ],
+    ids=["ssl_context-str", "allow_auto_create_topics-str", "ssl_check_hostname-str"],
+)
+def test_ill_typed_shared_options_fail_at_construction(options: dict[str, Any]) -> None:
+    """The str "no" is truthy: allow_auto_create_topics="no" and ssl_check_hostname="no" would
+    silently mean True, and a str ssl_context would fail only when a connection is
+    made. Ill-typed options fail at construction."""
+    with pytest.raises(KafkaConfigError):
+        Producer(bootstrap_servers=B, **options)

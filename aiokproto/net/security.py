@@ -48,6 +48,15 @@ class SecurityConfig:
                 "token, or an object with an async token() method (aiokafka's "
                 f"AbstractTokenProvider), not {type(provider).__name__}"
             )
+        if self.ssl_context is not None and not isinstance(self.ssl_context, ssl.SSLContext):
+            raise KafkaConfigError(
+                "ssl_context must be an ssl.SSLContext (see aiokproto.helpers."
+                f"create_ssl_context), not {type(self.ssl_context).__name__}"
+            )
+        if not isinstance(self.ssl_check_hostname, bool):
+            raise KafkaConfigError(
+                f"ssl_check_hostname must be a bool, not {self.ssl_check_hostname!r}"
+            )
         if self.security_protocol not in SECURITY_PROTOCOLS:
             raise KafkaConfigError(
                 f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "

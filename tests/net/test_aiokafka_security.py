@@ -30,6 +30,14 @@ from cryptography.x509.oid import NameOID  # noqa: E402
 # -- create_ssl_context without a broker -------------------------------------------
 
 
+def test_create_ssl_context_missing_capath_is_an_error() -> None:
+    """With capath given the system CAs are not loaded, so a mistyped directory would
+    give a context that trusts nothing, and every connection would fail later with a
+    TLS error that does not name capath: it is a KafkaConfigError at once."""
+    with pytest.raises(KafkaConfigError, match=r"capath|/nonexistent"):
+        create_ssl_context(capath="/nonexistent/ca-dir")
+
+
 def test_the_context_verifies_the_broker_and_its_host_name() -> None:
     ctx = create_ssl_context()
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
