@@ -1,8 +1,8 @@
 """aiokproto: an asyncio-native Apache Kafka client.
 
 The curated public names are listed in ``__all__`` (a test keeps it honest); errors
-live in ``aiokproto.errors`` (``ConsumerStoppedError`` is here too, where aiokafka
-has it).
+live in ``aiokproto.errors`` (``ConsumerStoppedError`` and ``IllegalOperation``, the
+alias of ``NoGroupError``, are here too, where aiokafka has them).
 """
 
 from aiokproto.admin import Admin, AdminBatchError, NewPartitions, NewTopic, OffsetSpec
@@ -12,7 +12,7 @@ from aiokproto.consumer import (
     ConsumerRecord,
     OffsetAndTimestamp,
 )
-from aiokproto.errors import ConsumerStoppedError, KafkaError
+from aiokproto.errors import ConsumerStoppedError, IllegalOperation, KafkaError
 from aiokproto.producer import Producer, RecordMetadata
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 
@@ -25,6 +25,7 @@ __all__ = [
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerStoppedError",
+    "IllegalOperation",
     "KafkaError",
     "NewPartitions",
     "NewTopic",

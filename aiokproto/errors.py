@@ -101,10 +101,16 @@ class NoOffsetForPartitionError(KafkaError):
     def __init__(self, partitions: Iterable[TopicPartition], why: str) -> None:
         self.partitions = frozenset(partitions)
         names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(self.partitions))
-        super().__init__(
+        self._text = (
             f"{why} for {names} and auto_offset_reset='none'; seek() to an offset "
             "or use auto_offset_reset='earliest'/'latest'"
         )
+        super().__init__(self._text)
+        # args are what the constructor takes, so copying and pickling rebuild it
+        self.args = (sorted(self.partitions), why)
+
+    def __str__(self) -> str:
+        return self._text
 
 
 class ConsumerStoppedError(IllegalStateError):
@@ -123,11 +129,13 @@ class BrokerResponseError(KafkaError):
     description: ClassVar[str] = ""
 
     def __init__(self, message: str | None = None) -> None:
-        text = f"[Error {self.errno}] {type(self).__name__}: {self.description}"
-        if message:
-            text = f"{text} ({message})"
-        super().__init__(text)
+        # args are what the constructor takes, so copying and pickling rebuild it
+        super().__init__(*(() if message is None else (message,)))
         self.broker_message = message
+
+    def __str__(self) -> str:
+        text = f"[Error {self.errno}] {type(self).__name__}: {self.description}"
+        return f"{text} ({self.broker_message})" if self.broker_message else text
 
 
 class UnknownServerErrorError(BrokerResponseError):
@@ -1419,6 +1427,106 @@ InvalidMessageError = CorruptRecordError
 ProducerFenced = ProducerFencedError
 # aiokafka raises it only for commit()/committed() without group_id
 IllegalOperation = NoGroupError
+# aiokafka's class for CORRUPT_MESSAGE; the family also catches a bad CRC
+CorruptRecordException = CorruptRecordError
+# a bad option or argument
+KafkaConfigurationError = KafkaConfigError
+# a bad argument (aiokafka: NewTopic)
+IllegalArgumentError = KafkaConfigError
+# authentication failed
+AuthenticationFailedError = KafkaAuthenticationError
+# the broker does not enable the SASL mechanism (SaslHandshake answers code 33)
+AuthenticationMethodNotSupported = UnsupportedSaslMechanismError
+# a response out of order; the connection is closed
+CorrelationIdError = KafkaProtocolError
+# no usable connection to the broker (aiokafka: not connected yet or failed)
+NodeNotReadyError = KafkaConnectionError
+# no broker could be reached
+KafkaUnavailableError = KafkaConnectionError
+# no bootstrap server answered
+NoBrokersAvailable = BootstrapError
+# the broker lacks a request version the call needs
+IncompatibleBrokerVersion = UnsupportedVersionError
+# a compression codec that cannot be used
+UnsupportedCodecError = UnsupportedCompressionTypeError
+# send() on a stopped Producer raises IllegalStateError
+ProducerClosed = IllegalStateError
+# code 51
+ConcurrentTransactions = ConcurrentTransactionsError
+# code 61
+DelegationTokenAuthDisabled = DelegationTokenAuthDisabledError
+# code 65
+DelegationTokenAuthorizationFailed = DelegationTokenAuthorizationFailedError
+# code 66
+DelegationTokenExpired = DelegationTokenExpiredError
+# code 62
+DelegationTokenNotFound = DelegationTokenNotFoundError
+# code 63
+DelegationTokenOwnerMismatch = DelegationTokenOwnerMismatchError
+# code 64
+DelegationTokenRequestNotAllowed = DelegationTokenRequestNotAllowedError
+# code 46
+DuplicateSequenceNumber = DuplicateSequenceNumberError
+# code 70
+FetchSessionIdNotFound = FetchSessionIdNotFoundError
+# code 15
+GroupCoordinatorNotAvailableError = CoordinatorNotAvailableError
+# code 69
+GroupIdNotFound = GroupIdNotFoundError
+# code 14
+GroupLoadInProgressError = CoordinatorLoadInProgressError
+# code 40
+InvalidConfigurationError = InvalidConfigError
+# code 4
+InvalidFetchRequestError = InvalidFetchSizeError
+# code 71
+InvalidFetchSessionEpoch = InvalidFetchSessionEpochError
+# code 67
+InvalidPrincipalType = InvalidPrincipalTypeError
+# code 47
+InvalidProducerEpoch = InvalidProducerEpochError
+# code 49
+InvalidProducerIdMapping = InvalidProducerIdMappingError
+# code 39
+InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
+# code 50
+InvalidTransactionTimeout = InvalidTransactionTimeoutError
+# code 48
+InvalidTxnState = InvalidTxnStateError
+# code 56
+KafkaStorageError = KafkaStorageErrorError
+# code 72
+ListenerNotFound = ListenerNotFoundError
+# code 57
+LogDirNotFound = LogDirNotFoundError
+# code 79
+MemberIdRequired = MemberIdRequiredError
+# code 68
+NonEmptyGroup = NonEmptyGroupError
+# code 16
+NotCoordinatorForGroupError = NotCoordinatorError
+# code 6
+NotLeaderForPartitionError = NotLeaderOrFollowerError
+# code 55
+OperationNotAttempted = OperationNotAttemptedError
+# code 45
+OutOfOrderSequenceNumber = OutOfOrderSequenceNumberError
+# code 60
+ReassignmentInProgress = ReassignmentInProgressError
+# code 58
+SaslAuthenticationFailed = SaslAuthenticationFailedError
+# code 54
+SecurityDisabled = SecurityDisabledError
+# code 13 (Kafka's NETWORK_EXCEPTION)
+StaleLeaderEpochCodeError = NetworkError
+# code 52
+TransactionCoordinatorFenced = TransactionCoordinatorFencedError
+# code 53
+TransactionalIdAuthorizationFailed = TransactionalIdAuthorizationFailedError
+# code -1
+UnknownError = UnknownServerErrorError
+# code 59
+UnknownProducerId = UnknownProducerIdError
 
 
 def for_code(code: int) -> type[BrokerResponseError]:

@@ -1,8 +1,44 @@
-"""Small value types shared by the producer, consumer and admin APIs."""
+"""Small value types shared by the producer, consumer and admin APIs.
+
+aiokafka's ``aiokafka.structs`` also has ``ConsumerRecord``, ``OffsetAndTimestamp``
+and ``RecordMetadata``; they are here too (loaded on first use: they live in the
+consumer and producer packages, which import this module).
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import importlib
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from aiokproto.consumer.record import ConsumerRecord as ConsumerRecord
+    from aiokproto.consumer.record import OffsetAndTimestamp as OffsetAndTimestamp
+    from aiokproto.producer.delivery import RecordMetadata as RecordMetadata
+
+__all__ = [
+    "ConsumerGroupMetadata",
+    "ConsumerRecord",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "RecordMetadata",
+    "TopicPartition",
+]
+
+# name -> module that defines it (imported lazily: both import this module)
+_ELSEWHERE = {
+    "ConsumerRecord": "aiokproto.consumer.record",
+    "OffsetAndTimestamp": "aiokproto.consumer.record",
+    "RecordMetadata": "aiokproto.producer.delivery",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 class TopicPartition(NamedTuple):

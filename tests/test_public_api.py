@@ -15,6 +15,8 @@ EXPECTED = {
     "ConsumerRecord",
     # aiokafka exports it from its package too (``from aiokafka import ConsumerStoppedError``)
     "ConsumerStoppedError",
+    # aiokafka's top-level name for commit()/committed() without group_id (NoGroupError)
+    "IllegalOperation",
     "KafkaError",
     "NewPartitions",
     "NewTopic",

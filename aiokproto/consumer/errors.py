@@ -40,15 +40,10 @@ class OffsetOutOfRangeConsumerError(NoOffsetForPartitionError, OffsetOutOfRangeE
     def __init__(self, offsets: Mapping[TopicPartition, int]) -> None:
         self.offsets = dict(offsets)
         where = ", ".join(f"{tp.topic}-{tp.partition}@{o}" for tp, o in sorted(offsets.items()))
+        # str() is NoOffsetForPartitionError's text (no broker code prefix)
         super().__init__(self.offsets, f"the position is out of range ({where})")
-        # The text NoOffsetForPartitionError built, without the broker code's prefix
-        # that BrokerResponseError adds in args.
-        self._text = self.broker_message or ""
         # args are what the constructor takes, so copying and pickling rebuild it.
         self.args = (self.offsets,)
-
-    def __str__(self) -> str:
-        return self._text
 
 
 class RecordDeserializationError(KafkaError):
@@ -57,7 +52,13 @@ class RecordDeserializationError(KafkaError):
     def __init__(self, tp: TopicPartition, offset: int, cause: BaseException) -> None:
         self.tp = tp
         self.offset = offset
-        super().__init__(
-            f"deserializing the record at {tp.topic}-{tp.partition} offset {offset} "
+        self.cause = cause
+        # args are what the constructor takes, so copying and pickling rebuild it
+        super().__init__(tp, offset, cause)
+
+    def __str__(self) -> str:
+        tp, cause = self.tp, self.cause
+        return (
+            f"deserializing the record at {tp.topic}-{tp.partition} offset {self.offset} "
             f"failed: {type(cause).__name__}: {cause}; seek past it to skip it"
         )

@@ -56,6 +56,97 @@ AIOKAFKA_ALIASES = {
         "NoGroupError",
         "aiokafka raises it only for commit()/committed() without group_id",
     ),
+    "CorruptRecordException": (
+        "CorruptRecordError",
+        "aiokafka's class for CORRUPT_MESSAGE; the family also catches a bad CRC",
+    ),
+    # client-side situations: the class aiokproto raises where aiokafka raised the name
+    "KafkaConfigurationError": ("KafkaConfigError", "a bad option or argument"),
+    "IllegalArgumentError": ("KafkaConfigError", "a bad argument (aiokafka: NewTopic)"),
+    "AuthenticationFailedError": ("KafkaAuthenticationError", "authentication failed"),
+    "AuthenticationMethodNotSupported": (
+        "UnsupportedSaslMechanismError",
+        "the broker does not enable the SASL mechanism (SaslHandshake answers code 33)",
+    ),
+    "CorrelationIdError": (
+        "KafkaProtocolError",
+        "a response out of order; the connection is closed",
+    ),
+    "NodeNotReadyError": (
+        "KafkaConnectionError",
+        "no usable connection to the broker (aiokafka: not connected yet or failed)",
+    ),
+    "KafkaUnavailableError": ("KafkaConnectionError", "no broker could be reached"),
+    "NoBrokersAvailable": ("BootstrapError", "no bootstrap server answered"),
+    "IncompatibleBrokerVersion": (
+        "UnsupportedVersionError",
+        "the broker lacks a request version the call needs",
+    ),
+    "UnsupportedCodecError": (
+        "UnsupportedCompressionTypeError",
+        "a compression codec that cannot be used",
+    ),
+    "ProducerClosed": (
+        "IllegalStateError",
+        "send() on a stopped Producer raises IllegalStateError",
+    ),
+    # aiokafka's names for broker error codes (some are Kafka's older names)
+    "ConcurrentTransactions": ("ConcurrentTransactionsError", "code 51"),
+    "DelegationTokenAuthDisabled": ("DelegationTokenAuthDisabledError", "code 61"),
+    "DelegationTokenAuthorizationFailed": (
+        "DelegationTokenAuthorizationFailedError",
+        "code 65",
+    ),
+    "DelegationTokenExpired": ("DelegationTokenExpiredError", "code 66"),
+    "DelegationTokenNotFound": ("DelegationTokenNotFoundError", "code 62"),
+    "DelegationTokenOwnerMismatch": ("DelegationTokenOwnerMismatchError", "code 63"),
+    "DelegationTokenRequestNotAllowed": ("DelegationTokenRequestNotAllowedError", "code 64"),
+    "DuplicateSequenceNumber": ("DuplicateSequenceNumberError", "code 46"),
+    "FetchSessionIdNotFound": ("FetchSessionIdNotFoundError", "code 70"),
+    "GroupCoordinatorNotAvailableError": ("CoordinatorNotAvailableError", "code 15"),
+    "GroupIdNotFound": ("GroupIdNotFoundError", "code 69"),
+    "GroupLoadInProgressError": ("CoordinatorLoadInProgressError", "code 14"),
+    "InvalidConfigurationError": ("InvalidConfigError", "code 40"),
+    "InvalidFetchRequestError": ("InvalidFetchSizeError", "code 4"),
+    "InvalidFetchSessionEpoch": ("InvalidFetchSessionEpochError", "code 71"),
+    "InvalidPrincipalType": ("InvalidPrincipalTypeError", "code 67"),
+    "InvalidProducerEpoch": ("InvalidProducerEpochError", "code 47"),
+    "InvalidProducerIdMapping": ("InvalidProducerIdMappingError", "code 49"),
+    "InvalidReplicationAssignmentError": ("InvalidReplicaAssignmentError", "code 39"),
+    "InvalidTransactionTimeout": ("InvalidTransactionTimeoutError", "code 50"),
+    "InvalidTxnState": ("InvalidTxnStateError", "code 48"),
+    "KafkaStorageError": ("KafkaStorageErrorError", "code 56"),
+    "ListenerNotFound": ("ListenerNotFoundError", "code 72"),
+    "LogDirNotFound": ("LogDirNotFoundError", "code 57"),
+    "MemberIdRequired": ("MemberIdRequiredError", "code 79"),
+    "NonEmptyGroup": ("NonEmptyGroupError", "code 68"),
+    "NotCoordinatorForGroupError": ("NotCoordinatorError", "code 16"),
+    "NotLeaderForPartitionError": ("NotLeaderOrFollowerError", "code 6"),
+    "OperationNotAttempted": ("OperationNotAttemptedError", "code 55"),
+    "OutOfOrderSequenceNumber": ("OutOfOrderSequenceNumberError", "code 45"),
+    "ReassignmentInProgress": ("ReassignmentInProgressError", "code 60"),
+    "SaslAuthenticationFailed": ("SaslAuthenticationFailedError", "code 58"),
+    "SecurityDisabled": ("SecurityDisabledError", "code 54"),
+    "StaleLeaderEpochCodeError": ("NetworkError", "code 13 (Kafka's NETWORK_EXCEPTION)"),
+    "TransactionCoordinatorFenced": ("TransactionCoordinatorFencedError", "code 52"),
+    "TransactionalIdAuthorizationFailed": (
+        "TransactionalIdAuthorizationFailedError",
+        "code 53",
+    ),
+    "UnknownError": ("UnknownServerErrorError", "code -1"),
+    "UnknownProducerId": ("UnknownProducerIdError", "code 59"),
+}
+
+# aiokafka.errors names with no meaning here, deliberately absent: an ``except``
+# clause for them could never match, so an ImportError says so at once.
+AIOKAFKA_NOT_PROVIDED = {
+    "NoError": "code 0 is not an error (raise_for_code(0) returns quietly)",
+    "Cancelled": "kafka-python's cancelled request; a cancelled call raises CancelledError",
+    "StaleMetadata": "aiokafka's internal retry signal; metadata is refreshed and retried",
+    "MetadataEmptyBrokerList": "aiokafka's internal metadata-update failure",
+    "TooManyInFlightRequests": "requests queue for a free slot instead",
+    "UnrecognizedBrokerVersion": "API versions are negotiated, never guessed",
+    "QuotaViolationError": "kafka-python's client-side metrics quota; there is none here",
 }
 
 HEADER = '''\
@@ -162,10 +253,16 @@ class NoOffsetForPartitionError(KafkaError):
     def __init__(self, partitions: Iterable[TopicPartition], why: str) -> None:
         self.partitions = frozenset(partitions)
         names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(self.partitions))
-        super().__init__(
+        self._text = (
             f"{why} for {names} and auto_offset_reset='none'; seek() to an offset "
             "or use auto_offset_reset='earliest'/'latest'"
         )
+        super().__init__(self._text)
+        # args are what the constructor takes, so copying and pickling rebuild it
+        self.args = (sorted(self.partitions), why)
+
+    def __str__(self) -> str:
+        return self._text
 
 
 class ConsumerStoppedError(IllegalStateError):
@@ -184,11 +281,13 @@ class BrokerResponseError(KafkaError):
     description: ClassVar[str] = ""
 
     def __init__(self, message: str | None = None) -> None:
-        text = f"[Error {self.errno}] {type(self).__name__}: {self.description}"
-        if message:
-            text = f"{text} ({message})"
-        super().__init__(text)
+        # args are what the constructor takes, so copying and pickling rebuild it
+        super().__init__(*(() if message is None else (message,)))
         self.broker_message = message
+
+    def __str__(self) -> str:
+        text = f"[Error {self.errno}] {type(self).__name__}: {self.description}"
+        return f"{text} ({self.broker_message})" if self.broker_message else text
 
 
 '''
