@@ -164,10 +164,6 @@ AIOKAFKA_IGNORED: Mapping[str, tuple[str | None, str]] = {
         "fetch_max_wait_ms",
         "the fetcher reacts to new data and assignment changes at once, not on a timer",
     ),
-    "transaction_timeout_ms": (
-        "batch_size",
-        "transactions are not supported, and aiokafka ignores it without transactional_id",
-    ),
 }
 
 _warned: set[str] = set()  # AIOKAFKA_IGNORED names already warned about

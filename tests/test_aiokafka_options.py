@@ -89,8 +89,6 @@ def test_warnings_point_at_the_caller() -> None:
 def test_ignored_options_apply_only_to_clients_aiokafka_gives_them_to() -> None:
     with pytest.warns(UserWarning, match="consumer_timeout_ms=100 is ignored"):
         Consumer(bootstrap_servers=B, consumer_timeout_ms=100)
-    with pytest.warns(UserWarning, match="transaction_timeout_ms=60000 is ignored"):
-        Producer(bootstrap_servers=B, transaction_timeout_ms=60_000)
     with pytest.raises(KafkaConfigError, match=r"unknown option.*consumer_timeout_ms"):
         Producer(bootstrap_servers=B, consumer_timeout_ms=100)
     with pytest.raises(KafkaConfigError, match=r"unknown option.*transaction_timeout_ms"):
@@ -138,7 +136,7 @@ def test_every_aiokafka_option_with_its_default_is_accepted() -> None:
         Producer(**producer)
         Admin(**admin)
     warned = {str(w.message).split("=")[0].split(": ")[1] for w in caught}
-    assert warned == {"consumer_timeout_ms", "transaction_timeout_ms", "sasl_kerberos_service_name"}
+    assert warned == {"consumer_timeout_ms", "sasl_kerberos_service_name"}
     # aiokafka's default assignor (its RoundRobinPartitionAssignor class) is ours by name
     assert grouped._group_config.partition_assignment_strategy == ("roundrobin",)
 

@@ -9,7 +9,8 @@ up to ``max_in_flight_requests_per_connection`` requests per broker and per part
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from aiokproto.errors import KafkaError, KafkaTimeoutError
@@ -73,6 +74,13 @@ class Accumulator:
         self.limit = options.buffer_memory
         self.incomplete: set[ProducerBatch] = set()
         self.idempotent = options.enable_idempotence
+        self.transactional = options.transactional_id is not None
+        # transactions v1: partitions must be added to the transaction before sending
+        self.add_partitions = False
+        # a batch of the current transaction went out (an EndTxn is then needed)
+        self.sent_in_txn = False
+        # told of every batch that fails for good (the transaction becomes abortable)
+        self.on_fail: Callable[[ProducerBatch, BaseException], None] | None = None
         self.identity = NO_IDENTITY
         self.flushing = 0
         self.closing = False
@@ -88,7 +96,7 @@ class Accumulator:
             parts = self.queues[topic] = {}
         pq = parts.get(partition)
         if pq is None:
-            pq = parts[partition] = PartitionQueue(topic, partition)
+            pq = parts[partition] = PartitionQueue(topic, partition, not self.add_partitions)
             self._all.append(pq)
         return pq
 
@@ -103,6 +111,7 @@ class Accumulator:
                 batch_size=opts.batch_size,
                 compression=opts.compression,
                 compression_level=opts.compression_level,
+                transactional=self.transactional,
             ),
             self._loop.create_future(),
             now,
@@ -226,6 +235,8 @@ class Accumulator:
             if not batches:
                 del self._active[pq]
                 continue
+            if not pq.txn_added:
+                continue  # sent once the transaction has the partition; that wakes us
             head = batches[0]
             if head.retry_at > now:
                 result.wake_at(head.retry_at)
@@ -250,6 +261,8 @@ class Accumulator:
                 continue
             rounds = rounds_by_node.setdefault(leader, [])
             allowance = min(left, max_in_flight - pq.in_flight)
+            if idempotent and not pq.confirmed:
+                allowance = min(allowance, 1 - pq.in_flight)  # see PartitionQueue.confirmed
             taken = 0
             while taken < allowance and batches:
                 batch = batches[0]
@@ -305,6 +318,7 @@ class Accumulator:
         batch.in_flight = True
         batch.attempts += 1
         pq.in_flight += 1
+        self.sent_in_txn = self.transactional
         return True
 
     def _expire(self, pq: PartitionQueue, now: float, result: DrainResult) -> None:
@@ -345,7 +359,11 @@ class Accumulator:
     def complete(self, batch: ProducerBatch, result: BatchResult) -> None:
         if not self._finish(batch):
             return
-        batch.queue.resolved(batch)
+        pq = batch.queue
+        pq.resolved(batch)
+        builder = batch.builder
+        if (builder.producer_id, builder.producer_epoch) == pq.identity:
+            pq.confirmed = True  # the leader knows this identity now
         if not batch.future.done():
             batch.future.set_result(result)
 
@@ -360,6 +378,8 @@ class Accumulator:
         if not batch.future.done():
             batch.future.set_exception(error)
             batch.future.exception()  # a record handle may never be awaited
+        if self.on_fail is not None:
+            self.on_fail(batch, error)
 
     def retry(self, batch: ProducerBatch, error: KafkaError, retry_at: float) -> None:
         """Put an in-flight batch back in its queue to be sent again at ``retry_at``."""
@@ -384,6 +404,16 @@ class Accumulator:
         pq.requeue(batch)
         self._active[pq] = None
 
+    def fail_unsent(self, error: BaseException, queues: Iterable[PartitionQueue] = ()) -> None:
+        """Fail the batches not in flight (of ``queues``, or of every partition): a
+        transaction that is being aborted never sends them."""
+        for pq in list(queues) or self._all:
+            waiting = [b for b in pq.batches if not b.in_flight]
+            pq.batches = deque(b for b in pq.batches if b.in_flight)
+            pq.open = None
+            for batch in waiting:
+                self.fail(batch, error)
+
     def fail_all(self, error: BaseException) -> None:
         """Fail every batch still held (shutdown)."""
         for pq in self._all:
@@ -394,6 +424,9 @@ class Accumulator:
             self.fail(batch, error)
 
     # -- questions --------------------------------------------------------------
+
+    def partition_queues(self) -> list[PartitionQueue]:
+        return self._all
 
     def unsent_or_in_flight(self) -> int:
         return len(self.incomplete)

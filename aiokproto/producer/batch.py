@@ -109,6 +109,7 @@ class PartitionQueue:
 
     __slots__ = (
         "batches",
+        "confirmed",
         "identity",
         "in_flight",
         "needs_reset",
@@ -117,10 +118,11 @@ class PartitionQueue:
         "open",
         "partition",
         "topic",
+        "txn_added",
         "unresolved",
     )
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, txn_added: bool = True) -> None:
         self.topic = topic
         self.partition = partition
         self.batches: deque[ProducerBatch] = deque()
@@ -130,7 +132,15 @@ class PartitionQueue:
         self.next_sequence = 0
         self.unresolved: deque[ProducerBatch] = deque()
         self.needs_reset = False
+        # a batch of this partition was acknowledged under the current identity: the
+        # leader has our producer state. Until then one batch goes at a time, since a
+        # leader with no state accepts any first sequence (batches 2..5 could be
+        # written before a batch 1 that met NOT_LEADER while leadership arrived)
+        self.confirmed = False
         self.node = -1  # the broker its in-flight batches went to
+        # False while a transactional producer (v1) has not yet added the partition to
+        # its transaction (AddPartitionsToTxn): its batches wait, unsent
+        self.txn_added = txn_added
 
     # -- idempotence ----------------------------------------------------------
 
@@ -154,6 +164,7 @@ class PartitionQueue:
         self.identity = identity
         self.next_sequence = 0
         self.needs_reset = False
+        self.confirmed = False
         return True
 
     def assign_sequence(self, batch: ProducerBatch) -> None:

@@ -30,6 +30,7 @@ PRODUCER_OPTIONS = frozenset(
         "key_serializer",
         "value_serializer",
         "transactional_id",
+        "transaction_timeout_ms",
     }
 )
 
@@ -57,6 +58,8 @@ class ProducerOptions:
     partitioner: PartitionerFn | None = None
     key_serializer: Serializer | None = None
     value_serializer: Serializer | None = None
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
     @property
     def max_record_size(self) -> int:
@@ -93,10 +96,13 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
     it cannot work with (acks 0/1, more than 5 requests in flight, retries=0); asked for
     explicitly, the conflict is a ``KafkaConfigError``.
     """
-    if options.get("transactional_id") is not None:
+    txn_id = options.get("transactional_id")
+    if txn_id is not None and (not isinstance(txn_id, str) or not txn_id):
+        raise KafkaConfigError(f"transactional_id must be a non-empty str, not {txn_id!r}")
+    txn_timeout = _int(options, "transaction_timeout_ms", 60_000, minimum=1)
+    if txn_id is not None and options.get("enable_idempotence") is False:
         raise KafkaConfigError(
-            "transactional_id: transactions are not supported by this Producer yet; "
-            "leave it unset (idempotence still gives exactly-once writes per partition)"
+            "transactional_id needs idempotence: remove enable_idempotence=False"
         )
     acks = _acks(options.get("acks", "all"))
     retries = _int(options, "retries", 2_147_483_647, minimum=0)
@@ -120,6 +126,10 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
             )
         if retries == 0:
             conflicts.append("retries must be > 0")
+        if conflicts and txn_id is not None:
+            raise KafkaConfigError(
+                "transactional_id needs idempotence, which needs: " + "; ".join(conflicts)
+            )
         if conflicts and explicit:
             raise KafkaConfigError(
                 "enable_idempotence=True needs: " + "; ".join(conflicts)
@@ -166,6 +176,8 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
         partitioner=_callable(options, "partitioner"),
         key_serializer=_callable(options, "key_serializer"),
         value_serializer=_callable(options, "value_serializer"),
+        transactional_id=txn_id,
+        transaction_timeout_ms=txn_timeout,
     )
 
 

@@ -8,12 +8,14 @@ task does all I/O. The fast path of ``send()`` never suspends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from time import time as _time
 from typing import Any, NoReturn, Self, overload
 
+from aiokproto.awaitables import DONE
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.snapshot import ClusterSnapshot
 from aiokproto.config import ClientConfig, split_options
@@ -48,7 +50,10 @@ from aiokproto.producer.options import (
 )
 from aiokproto.producer.partitioner import PartitionerFn, StickyPartitioner, partition_for_key
 from aiokproto.producer.sender import Sender
+from aiokproto.producer.transactions import TransactionManager
+from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
+from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +166,10 @@ def _check_timestamp(timestamp_ms: Any) -> int:
     return timestamp_ms
 
 
+#: transaction states stop() and ``transaction()`` abort
+_OPEN = frozenset({Txn.IN_TRANSACTION, Txn.ABORTABLE_ERROR, Txn.ABORTING})
+
+
 class Producer:
     """An asyncio Kafka producer: ``async with Producer(bootstrap_servers=...) as p``.
 
@@ -189,6 +198,7 @@ class Producer:
         self._max_charge = opts.max_record_size - BATCH_HEADER - RECORD_OVERHEAD_BOUND
         self._client: ClusterClient | None = None
         self._sender: Sender | None = None
+        self._txn: TransactionManager | None = None  # with transactional_id
         self._topics: dict[str, _TopicState] = {}
         self._sticky: dict[str, StickyPartitioner] = {}
         # calls waiting for buffer memory, first come first served, and the bytes
@@ -236,17 +246,31 @@ class Producer:
                 client, acc, self.options, self.config, self._on_fatal, self._on_metadata
             )
             sender_box.append(sender)
-            if self.options.enable_idempotence:
+            txn = None
+            if self.options.transactional_id is not None:
+                txn = TransactionManager(
+                    client, acc, self.options, self.config, sender.wake, self._on_txn_fatal
+                )
+                await txn.start()
+                sender.txn_v2 = txn.v2
+            elif self.options.enable_idempotence:
                 acc.set_identity(
                     await sender.init_producer_id(acc.identity, self.config.default_api_timeout_ms)
                 )
         except BaseException:
+            if txn is not None:
+                await txn.close()
             await client.close()
             raise
-        self._client, self._acc, self._sender = client, acc, sender
+        self._client, self._acc, self._sender, self._txn = client, acc, sender, txn
         sender.start()
-        self._running = self._accepting = True
-        self._plain = self._key_serializer is None and self._value_serializer is None
+        self._running = True
+        # a transactional producer accepts records only inside a transaction
+        self._accepting = txn is None
+        self._plain = self._accepting and self._no_serializers()
+
+    def _no_serializers(self) -> bool:
+        return self._key_serializer is None and self._value_serializer is None
 
     async def stop(self, timeout_ms: int | None = None) -> None:
         """Deliver what is buffered (within ``timeout_ms``, default
@@ -278,7 +302,15 @@ class Producer:
         timeout = (self.options.delivery_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         acc.closing = True
         sender.wake()
+        txn = self._txn
         try:
+            if txn is not None and txn.state.state in _OPEN:
+                # an open transaction is aborted: its records must never be committed
+                try:
+                    async with asyncio.timeout(timeout):
+                        await txn.abort(self._wait_in_flight)
+                except (KafkaError, TimeoutError) as exc:
+                    log.warning("stop(): aborting the open transaction failed: %s", exc)
             futures = [b.future for b in acc.incomplete]
             if futures and sender.fatal is None:
                 await asyncio.wait(futures, timeout=timeout)
@@ -293,16 +325,31 @@ class Producer:
                     f"(stop timeout {timeout * 1000:.0f} ms)"
                 )
             )
+            if txn is not None:
+                await txn.close()
             await client.close()
 
     close = stop
 
     def _check_running(self) -> NoReturn:
         if self._sender is not None and self._sender.fatal is not None:
-            raise self._sender.fatal
+            raise self._sender.fatal.with_traceback(None)
         if self._closed:
             raise IllegalStateError("the Producer is stopped; create a new one to send")
+        if self._txn is not None and self._running:
+            self._txn.state.check("send")
+            raise IllegalStateError("send(): the transaction is not open")
         raise IllegalStateError("the Producer is not started; use 'async with' or start()")
+
+    def _on_txn_fatal(self, error: KafkaError) -> None:
+        """The producer cannot go on (fenced, not authorized...): every record still
+        held fails with the error, and every later call raises it."""
+        sender = self._sender
+        if sender is not None and sender.fatal is None:
+            sender.fatal = error
+        self._on_fatal()
+        self._acc.fail_all(error)
+        self._fail_space_waiters(error)
 
     async def _give_sender_a_turn(self) -> None:
         self._yield_next = False
@@ -386,6 +433,8 @@ class Producer:
             waited = True
         if waited and not self._accepting:
             self._check_running()  # stopped (or failed) while this call waited
+        if not pq.txn_added:
+            self._track(pq)
         batch = pq.open
         if batch is not None:
             delta = batch.builder.append(timestamp_ms, key, value, headers)
@@ -546,6 +595,9 @@ class Producer:
         if waited and not self._accepting:
             self._check_running()  # stopped (or failed) while this call waited
         # From here on nothing suspends: the call buffers all of it or (a bug) none.
+        for pq in queues:
+            if not pq.txn_added:
+                self._track(pq)
         segments: list[Segment] = []
         for pq, (start, stop) in zip(queues, runs, strict=True):
             appended = acc.append_many(
@@ -582,6 +634,8 @@ class Producer:
         if not self._accepting:
             self._check_running()
         # no suspension from here: every record is buffered, or (a bug) none
+        if not pq.txn_added:
+            self._track(pq)
         filled = pq.open
         handles = [
             acc.append(pq, r.timestamp_ms, r.key, r.value, r.headers, r.charge) for r in records
@@ -612,6 +666,134 @@ class Producer:
             raise KafkaTimeoutError(
                 f"flush: {len(pending)} batch(es) still undelivered after {timeout_ms} ms"
             )
+
+    async def _wait_in_flight(self) -> bool:
+        """Wait (within max_block_ms) for every batch still held to be resolved; False
+        if some still are not."""
+        futures = [b.future for b in self._acc.incomplete]
+        if not futures:
+            return True
+        self._acc.flushing += 1
+        assert self._sender is not None
+        self._sender.wake()
+        try:
+            _, pending = await asyncio.wait(futures, timeout=self.options.max_block_ms / 1000)
+        finally:
+            self._acc.flushing -= 1
+        return not pending
+
+    # -- transactions ---------------------------------------------------------------
+
+    def _need_txn(self, call: str) -> TransactionManager:
+        if self.options.transactional_id is None:
+            raise IllegalStateError(f"{call}() needs a Producer created with transactional_id")
+        if self._sender is not None and self._sender.fatal is not None:
+            raise self._sender.fatal.with_traceback(None)
+        if self._txn is None or not self._running:
+            self._check_running()
+        return self._txn
+
+    def _track(self, pq: PartitionQueue) -> None:
+        assert self._txn is not None
+        self._txn.track(pq)
+
+    def begin_transaction(self) -> Awaitable[None]:
+        """Open a transaction: ``send()`` is allowed until it is committed or aborted.
+
+        Nothing is sent to the broker here, so it can be called with or without
+        ``await`` (aiokafka's is a plain method)."""
+        txn = self._need_txn("begin_transaction")
+        txn.begin()
+        self._accepting = True
+        self._plain = self._no_serializers()
+        return DONE
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn).
+
+        If a record or ``send_offsets_to_transaction`` failed, this raises that error
+        and the transaction must be aborted. ``KafkaTimeoutError`` (within
+        ``max_block_ms``) leaves the commit pending: call this again to finish it."""
+        txn = self._need_txn("commit_transaction")
+        txn.state.check("commit_transaction")
+        self._accepting = self._plain = False
+        await txn.commit(self._flush_transaction)
+
+    async def _flush_transaction(self) -> None:
+        try:
+            await self.flush(timeout_ms=self.options.max_block_ms)
+        except KafkaTimeoutError as exc:
+            raise KafkaTimeoutError(
+                f"commit_transaction: {exc}; call commit_transaction() again to finish"
+            ) from exc
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not sent yet fail with
+        ``TransactionAbortedError``, and none of its records is ever visible to
+        read_committed consumers."""
+        txn = self._need_txn("abort_transaction")
+        txn.state.check("abort_transaction")
+        self._accepting = self._plain = False
+        await txn.abort(self._wait_in_flight)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """``async with producer.transaction():`` begins a transaction, commits it when
+        the block ends normally, and aborts it when the block (or the commit) raises,
+        re-raising that error."""
+        txn = self._need_txn("transaction")
+        await self.begin_transaction()
+        try:
+            yield
+        except BaseException:
+            if txn.state.state in _OPEN:
+                try:
+                    await self.abort_transaction()
+                except KafkaError as abort_error:
+                    log.warning("aborting the transaction failed: %s", abort_error)
+            raise
+        try:
+            await self.commit_transaction()
+        except KafkaError:
+            if txn.state.state is Txn.ABORTABLE_ERROR:
+                await self.abort_transaction()
+            raise
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit a consumer group's offsets as part of this transaction (consume,
+        transform, produce: exactly once).
+
+        ``group_metadata`` is ``consumer.group_metadata()``: the broker then refuses
+        the offsets of a member the group has moved past (``CommitFailedError``; abort
+        the transaction). A group id alone (aiokafka's form) skips that check."""
+        txn = self._need_txn("send_offsets_to_transaction")
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not isinstance(group_metadata, ConsumerGroupMetadata) or not group_metadata.group_id:
+            raise KafkaConfigError(
+                "send_offsets_to_transaction: group_metadata must be "
+                f"consumer.group_metadata() or a group id, not {group_metadata!r}"
+            )
+        checked: dict[TopicPartition, int | OffsetAndMetadata] = {}
+        for tp, value in dict(offsets).items():
+            if not isinstance(tp, tuple) or len(tp) != 2:
+                raise KafkaConfigError(
+                    f"send_offsets_to_transaction: {tp!r} is not a TopicPartition"
+                )
+            offset = value.offset if isinstance(value, OffsetAndMetadata) else value
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+                raise KafkaConfigError(
+                    f"send_offsets_to_transaction: the offset for {tp} must be an int >= 0 "
+                    f"or an OffsetAndMetadata, not {value!r}"
+                )
+            checked[TopicPartition(*tp)] = value
+        if not checked:
+            return
+        await txn.send_offsets(checked, group_metadata)
 
     async def partitions_for(self, topic: str) -> set[int]:
         """The topic's partition ids (waits up to ``max_block_ms`` for its metadata)."""

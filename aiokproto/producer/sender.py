@@ -48,6 +48,7 @@ _NO_ANSWER = BatchResult(-1, -1, -1)  # acks=0
 _ZERO_UUID = uuid.UUID(int=0)
 _FIRST_TOPIC_ID_VERSION = 13
 _MIN_PRODUCE_VERSION = 3  # RecordBatch v2
+_LAST_TXN_V1_PRODUCE_VERSION = 11
 
 
 class Action(enum.Enum):
@@ -64,8 +65,13 @@ def decide(
     idempotent: bool,
     first_unresolved: bool,
     leader_hint_applied: bool = False,
+    transactional: bool = False,
 ) -> Action:
-    """What to do with a batch given its partition's error code in a Produce answer."""
+    """What to do with a batch given its partition's error code in a Produce answer.
+
+    A transactional producer never bumps its epoch on its own (InitProducerId with the
+    transactional id would end the open transaction): where an idempotent one resets,
+    the batch fails and the transaction must be aborted (the abort bumps the epoch)."""
     if error_code == 0 or error_code == DuplicateSequenceNumberError.errno:
         return Action.DONE
     if idempotent and error_code in (
@@ -74,7 +80,9 @@ def decide(
     ):
         # Before the first unresolved batch is settled, later ones get these errors
         # only because the earlier one is missing: plain retry, in order.
-        return Action.RESET if first_unresolved else Action.RETRY
+        if not first_unresolved:
+            return Action.RETRY
+        return Action.FAIL if transactional else Action.RESET
     error = for_code(error_code)
     if error.retriable:
         return Action.RETRY_NOW if leader_hint_applied else Action.RETRY
@@ -113,6 +121,7 @@ class Sender:
         self._bump_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.fatal: KafkaError | None = None
+        self.txn_v2 = False  # transactions v2 (KIP-890): set by the transaction manager
         self._odd_epoch = RepeatingWarning(log)
 
     # -- lifecycle ----------------------------------------------------------------
@@ -167,7 +176,7 @@ class Sender:
             plan = acc.drain(now, snapshot.leader_for, self._capacity)
             for node, batches in plan.requests:
                 self._dispatch(node, batches, snapshot)
-            if plan.reset_wanted and self._bump_task is None:
+            if plan.reset_wanted and self._bump_task is None and not acc.transactional:
                 self._bump_task = loop.create_task(self._bump(), name="aiokproto-producer-bump")
             if plan.leaderless:
                 meta.request_refresh()
@@ -207,6 +216,9 @@ class Sender:
                     if not batches:
                         return
                 version = conn.version_for(ProduceRequest, _MIN_PRODUCE_VERSION)
+                if acc.transactional and not self.txn_v2:
+                    # v12+ tells the broker the partitions are added implicitly (v2)
+                    version = min(version, _LAST_TXN_V1_PRODUCE_VERSION)
                 request, names, ids_known = self._request(batches, snapshot)
                 if version >= _FIRST_TOPIC_ID_VERSION and not ids_known:
                     version = _FIRST_TOPIC_ID_VERSION - 1  # name the topics instead
@@ -271,7 +283,7 @@ class Sender:
                 ProduceRequestTopicProduceData(name=topic, topic_id=topic_id, partition_data=parts)
             )
         request = ProduceRequest(
-            transactional_id=None,
+            transactional_id=self._opts.transactional_id,
             acks=self._opts.acks,
             timeout_ms=self._config.request_timeout_ms,
             topic_data=topic_data,
@@ -353,6 +365,7 @@ class Sender:
             idempotent=self._acc.idempotent,
             first_unresolved=pq.is_first_unresolved(batch),
             leader_hint_applied=hint,
+            transactional=self._acc.transactional,
         )
         if action is Action.DONE:
             self._acc.complete(
@@ -360,6 +373,10 @@ class Sender:
             )
             return
         error = error_cls(_describe(batch, part))
+        log.debug(
+            "%s: %s -> %s (unresolved %s)", batch, error_cls.__name__, action.value,
+            [b.sequence for b in pq.unresolved],
+        )
         if action is Action.FAIL:
             if isinstance(error, (MessageTooLargeError, RecordListTooLargeError)):
                 error = error_cls(

@@ -272,3 +272,33 @@ async def test_cancelling_send_and_send_batch_at_every_await_buffers_nothing(
                 gc.collect()
                 await asyncio.sleep(0.05)
         assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+async def test_leadership_arriving_mid_pipeline_cannot_reorder_a_new_partition() -> None:
+    """Expected: a partition's records are written in send order even when its leader
+    answers NOT_LEADER to the first requests and then, with later requests of the same
+    pipeline already on the wire, becomes leader. A leader with no state for the
+    producer accepts any first sequence, so while nothing of the partition has been
+    acknowledged only one batch may be out. Observed before: batches 3..5 written
+    first, then batch 1's retry refused as out of order (a transactional producer
+    failed its transaction; an idempotent one renumbered after them: reordered)."""
+    refused = 0
+
+    async def leadership_arrives(node: int, part: int, batch: Any) -> Any:
+        nonlocal refused
+        if refused < 2:
+            refused += 1
+            return 6  # NOT_LEADER_OR_FOLLOWER: the broker is not leader yet
+        return None
+
+    async with FakeCluster(nodes=1, hook=leadership_arrives) as fake:
+        async with Producer(
+            bootstrap_servers=fake.bootstrap, linger_ms=0, batch_size=120, **FAST
+        ) as p:
+            handles = [await p.send(TOPIC, b"%03d" % i, partition=0) for i in range(60)]
+            async with asyncio.timeout(20):
+                for h in handles:
+                    await h
+    assert refused == 2
+    written = [value for _part, value in fake.writes]
+    assert written == [b"%03d" % i for i in range(60)]

@@ -46,6 +46,13 @@ class Rig:
         pq = self.acc.queue(topic, partition)
         return self.acc.append(pq, 1_700_000_000_000, None, value, None, 16 + len(value))
 
+    def known(self, partition: int = 0, topic: str = "t") -> None:
+        """The partition's leader already has this producer's state (a batch was
+        acknowledged under the current identity): batches may be pipelined."""
+        pq = self.acc.queue(topic, partition)
+        pq.identity = self.acc.identity
+        pq.confirmed = True
+
     def drain(self, after: float = 1.0, capacity: int | None = None) -> Any:
         now = self.loop.time() + after
         cap = self.options.max_in_flight if capacity is None else capacity
@@ -248,6 +255,7 @@ def test_sequences_wrap_like_the_broker() -> None:
 async def test_sequences_are_assigned_per_partition_on_first_drain() -> None:
     rig = Rig(batch_size=512)
     rig.acc.set_identity(ProducerIdentity(42, 3))
+    rig.known(0)
     for _ in range(12):
         rig.send(partition=0)
     rig.send(partition=1)
@@ -277,6 +285,7 @@ async def test_a_retried_batch_keeps_its_sequence() -> None:
 async def test_a_final_failure_resets_the_partition_under_a_new_epoch() -> None:
     rig = Rig(batch_size=512)
     rig.acc.set_identity(ProducerIdentity(1, 0))
+    rig.known()
     for _ in range(8):
         rig.send()
     a, b = (bs[0] for _, bs in rig.drain(capacity=2).requests)
@@ -297,6 +306,7 @@ async def test_a_final_failure_resets_the_partition_under_a_new_epoch() -> None:
 async def test_partitions_adopt_a_new_identity_only_when_quiet() -> None:
     rig = Rig(batch_size=512)
     rig.acc.set_identity(ProducerIdentity(1, 0))
+    rig.known()
     for _ in range(8):
         rig.send()
     (_, (first,)), = rig.drain(capacity=1).requests
@@ -316,6 +326,7 @@ async def test_partitions_adopt_a_new_identity_only_when_quiet() -> None:
 async def test_unresolved_tracks_the_oldest_open_sequence() -> None:
     rig = Rig(batch_size=512)
     rig.acc.set_identity(ProducerIdentity(1, 0))
+    rig.known()
     for _ in range(12):
         rig.send()
     a, b, c = (bs[0] for _, bs in rig.drain(capacity=3).requests)
@@ -325,6 +336,31 @@ async def test_unresolved_tracks_the_oldest_open_sequence() -> None:
     assert queue.is_first_unresolved(b)
     rig.acc.complete(c, BatchResult(20, -1, 0))
     assert list(queue.unresolved) == [b]
+
+
+async def test_until_a_batch_is_acknowledged_under_an_identity_one_goes_at_a_time() -> None:
+    # a leader with no state for the producer takes any first sequence: pipelining
+    # before it knows us could let batch 2 land before a batch 1 that is retried
+    rig = Rig(batch_size=512)
+    rig.acc.set_identity(ProducerIdentity(1, 0))
+    for _ in range(12):
+        rig.send()
+    (_, (first,)), = rig.drain().requests
+    assert rig.drain().requests == []  # nothing more while the first is out
+    rig.acc.retry(first, KafkaConnectionError("not leader yet"), rig.loop.time())
+    (_, (again,)), = rig.drain().requests
+    assert again is first  # the retry still goes alone
+    rig.acc.complete(first, BatchResult(0, -1, 0))
+    assert len(rig.drain().requests) >= 2  # the leader knows us: pipelined
+    rig.acc.set_identity(ProducerIdentity(1, 1))  # a new epoch starts over
+    queue = rig.acc.queue("t", 0)
+    for batch in list(rig.acc.incomplete):
+        rig.acc.complete(batch, BatchResult(0, -1, 0))
+    for _ in range(8):
+        rig.send()
+    (_, (fresh,)), = rig.drain().requests
+    assert fresh.sequence == 0 and queue.identity == ProducerIdentity(1, 1)
+    assert rig.drain().requests == []
 
 
 # -- properties ---------------------------------------------------------------------
