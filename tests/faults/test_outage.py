@@ -24,7 +24,7 @@ from aiokproto.testing import LocalKafka
 from tests.faults.chaos import evidence
 from tests.faults.chaos.consume import TrackingConsumer
 from tests.faults.chaos.injector import Injector, Timeline, heal
-from tests.faults.chaos.ledger import audit, coverage, failure_groups
+from tests.faults.chaos.ledger import Failure, audit, coverage, failure_groups
 from tests.faults.chaos.load import SequencedLoad
 from tests.faults.chaos.observer import ClusterView, read_log, watermarks
 
@@ -49,6 +49,18 @@ async def _until(check: Any, within_s: float, what: str, timeline: Timeline) -> 
 
 
 @pytest.mark.cluster
+def test_one_batch_is_one_group_even_when_its_callbacks_are_spread_out() -> None:
+    # a busy loop ran the callbacks of one batch 0.2 s apart: still one batch, judged by
+    # its oldest record; another batch right after it is a group of its own
+    one = [Failure(1, s, "KafkaTimeoutError", "m", 20 - s / 100, 100 + s / 10, 7) for s in range(4)]
+    two = [Failure(1, s, "KafkaTimeoutError", "m", 19.0, 100.35, 8) for s in range(4, 6)]
+    groups = failure_groups(one + two)
+    assert [[f.sequence for f in g] for g in groups] == [[0, 1, 2, 3], [4, 5]]
+    # without batch ids, failures at the same moment are grouped
+    loose = [Failure(0, s, "E", "m", 1.0, 5.0) for s in range(3)]
+    assert len(failure_groups(loose)) == 1
+
+
 async def test_clients_ride_out_a_full_outage(
     kafka_cluster: LocalKafka,
     topic_name: str,

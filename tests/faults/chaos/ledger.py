@@ -39,13 +39,15 @@ class Failure:
     message: str
     after_s: float  # from send() until the error was known
     at: float = 0.0  # monotonic time the error was known
+    batch: int = -1  # which producer batch it was in (-1: not known)
 
 
 def failure_groups(failures: Iterable[Failure], gap_s: float = 0.05) -> list[list[Failure]]:
-    """Failures that were one batch: consecutive sequences of a partition that failed
-    at the same moment. A batch expires ``delivery_timeout_ms`` after its creation, so
-    its oldest record's ``after_s`` is the figure to compare with the timeout; records
-    that joined the batch later fail sooner after their own send (as in Java)."""
+    """Failures that were one batch: consecutive sequences of a partition in the same
+    batch (or, when the batch is not known, that failed at the same moment). A batch
+    expires ``delivery_timeout_ms`` after its creation, so its oldest record's
+    ``after_s`` is the figure to compare with the timeout; records that joined the
+    batch later fail sooner after their own send (as in Java)."""
     groups: list[list[Failure]] = []
     for f in sorted(failures, key=lambda f: (f.partition, f.sequence)):
         last = groups[-1][-1] if groups else None
@@ -53,7 +55,11 @@ def failure_groups(failures: Iterable[Failure], gap_s: float = 0.05) -> list[lis
             last is not None
             and last.partition == f.partition
             and last.sequence + 1 == f.sequence
-            and abs(last.at - f.at) <= gap_s
+            and (
+                last.batch == f.batch
+                if last.batch != -1 and f.batch != -1
+                else abs(last.at - f.at) <= gap_s
+            )
         ):
             groups[-1].append(f)
         else:

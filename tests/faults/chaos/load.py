@@ -36,6 +36,7 @@ class SequencedLoad:
     send_error: BaseException | None = None  # a send() that raised (stops the load)
     batches: list[list[BatchNote]] = field(init=False)
     _send_times: list[array[float]] = field(init=False)
+    _failed_batches: dict[int, object] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.partitions)
@@ -62,8 +63,16 @@ class SequencedLoad:
         else:
             now = time.monotonic()
             after = now - self._send_times[p][seq]
+            # the batch (a private field, read for the audit) is kept alive, so its id
+            # names it for the whole run: the records of one batch fail together but
+            # their callbacks may be spread over a busy loop
+            batch = getattr(handle, "_batch", None)
+            self._failed_batches[id(batch)] = batch
             self.ledger.failures.append(
-                Failure(p, seq, type(error).__name__, str(error)[:300], after, now)
+                Failure(
+                    p, seq, type(error).__name__, str(error)[:300], after, now,
+                    -1 if batch is None else id(batch),
+                )
             )
         self._note_batch(p, seq, handle, error)
 
