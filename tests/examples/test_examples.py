@@ -79,3 +79,8 @@ def test_examples_use_the_selected_loop(
     )
     out = run_example(str(script))
     assert out.strip().split(".")[0] == event_loop_name
+
+
+def test_exactly_once(run_example: Callable[..., str]) -> None:
+    out = run_example("examples/exactly_once.py")
+    assert "exactly once: 2000 payments, 2000 fee records, none twice" in out
