@@ -52,13 +52,61 @@ def _log_stop_failure(task: asyncio.Task[None]) -> None:
         log.error("stopping the consumer failed: %r", task.exception())
 
 
-def _check_tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
-    out = []
-    for tp in partitions:
-        if not isinstance(tp, tuple) or len(tp) != 2:
-            raise KafkaConfigError(f"expected TopicPartition(topic, partition), not {tp!r}")
-        out.append(TopicPartition(*tp))
+def _all_done(tasks: Iterable[asyncio.Task[None]]) -> asyncio.Future[None]:
+    """A future that resolves once every task is done (cancelling it cancels none)."""
+    out: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    pending = set(tasks)
+
+    def one_done(task: asyncio.Task[None]) -> None:
+        pending.discard(task)
+        if not pending and not out.done():
+            out.set_result(None)
+
+    for task in list(pending):
+        task.add_done_callback(one_done)
     return out
+
+
+def _check_tp(tp: object) -> TopicPartition:
+    if not isinstance(tp, tuple) or len(tp) != 2:
+        raise KafkaConfigError(f"expected TopicPartition(topic, partition), not {tp!r}")
+    topic, partition = tp
+    if not isinstance(topic, str) or not topic:
+        raise KafkaConfigError(f"{tp!r}: topic must be a non-empty str")
+    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+        raise KafkaConfigError(f"{tp!r}: partition must be an int >= 0")
+    return TopicPartition(topic, partition)
+
+
+def _check_tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    return [_check_tp(tp) for tp in partitions]
+
+
+def _is_int(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
+
+
+def _commit_offset(tp: TopicPartition, value: object) -> OffsetAndMetadata:
+    """A ``commit()`` value as an ``OffsetAndMetadata``, every field checked: an offset,
+    aiokafka's (offset, metadata) pair or an ``OffsetAndMetadata``."""
+    if isinstance(value, OffsetAndMetadata):
+        offset, metadata, epoch = value
+    elif isinstance(value, int) and not isinstance(value, bool):
+        offset, metadata, epoch = value, "", -1
+    elif isinstance(value, tuple) and len(value) == 2:
+        (offset, metadata), epoch = value, -1
+    else:
+        raise KafkaConfigError(
+            f"commit: {tp} maps to {value!r}, not an offset, an (offset, metadata) pair "
+            "or an OffsetAndMetadata"
+        )
+    if not _is_int(offset, 0, 2**63):
+        raise KafkaConfigError(f"commit: the offset for {tp} must be an int in [0, 2**63)")
+    if not isinstance(metadata, str):
+        raise KafkaConfigError(f"commit: the metadata for {tp} must be a str, not {metadata!r}")
+    if not _is_int(epoch, -1, 2**31):
+        raise KafkaConfigError(f"commit: the leader epoch for {tp} must be an int32 >= -1")
+    return OffsetAndMetadata(offset, metadata, epoch)
 
 
 class Consumer:
@@ -191,12 +239,10 @@ class Consumer:
 
     async def _shutdown(self, timeout_ms: int | None = None) -> None:
         follower, self._follower = self._follower, None
-        helpers = [t for t in (follower, *self._leaving) if t is not None]
-        for task in helpers:
-            task.cancel()
-        for task in helpers:
+        if follower is not None:
+            follower.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+                await follower
         if self._looked_up:
             self._client.metadata.untrack(self._looked_up)
             self._looked_up.clear()
@@ -204,6 +250,12 @@ class Consumer:
             if self._group is not None:
                 await self._group.close(timeout_ms=timeout_ms)
         finally:
+            # unsubscribe()s in progress end with the group closed (it resolves their
+            # leave requests): they finish rather than being cancelled under a caller
+            # awaiting them
+            for task in list(self._leaving):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
             try:
                 await self._fetcher.close()
             finally:
@@ -213,7 +265,17 @@ class Consumer:
                 await self._client.close()
                 self._state = "stopped"
 
-    def _check_running(self) -> None:
+    def _check_not_stopped(self, what: str) -> None:
+        if self._state in ("stopping", "stopped"):
+            raise ConsumerStoppedError(f"{what}: the consumer is {self._state}")
+
+    def _check_running(self, *, while_revoking: bool = False) -> None:
+        """``while_revoking``: also allowed while ``stop()`` runs the revoke listener
+        (it may save positions and committed offsets)."""
+        if while_revoking and self._state == "stopping":
+            group = self._group
+            if group is not None and group.revoking:
+                return
         if self._state != "running":
             if self._state in ("stopping", "stopped"):
                 raise ConsumerStoppedError(f"the consumer is {self._state}")
@@ -230,6 +292,7 @@ class Consumer:
         listener: ConsumerRebalanceListener | None = None,
     ) -> None:
         """Subscribe to topics or a regex; replaces the previous subscription."""
+        self._check_not_stopped("subscribe()")
         if listener is not None and self._group_config is None:
             raise KafkaConfigError("a rebalance listener needs group_id (no group, no rebalances)")
         self._subs.subscribe(topics, pattern=pattern, listener=listener)
@@ -240,6 +303,7 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Manual assignment: consume exactly these partitions, no group rebalancing."""
+        self._check_not_stopped("assign()")
         self._drop_pending()
         self._subs.assign(_check_tps(partitions))
 
@@ -260,21 +324,29 @@ class Consumer:
         if self._subs.in_group and group is not None and self._state == "running":
             self._subs.start_revoking(self._subs.assigned())
             self._subs.forget_subscription()
+            # posted now, so a subscribe() right after rejoins after the leave
+            left = group.leave()
             leaving = asyncio.get_running_loop().create_task(
-                self._leave(group, self._subs.version), name="aiokproto-consumer-leave"
+                self._leave(left), name="aiokproto-consumer-leave"
             )
             self._leaving.add(leaving)
             leaving.add_done_callback(self._leaving.discard)
-            if group.in_group_task():
-                return DONE  # awaiting it here would wait for this very listener
-            return leaving
-        self._drop_subscription()
-        return DONE
-
-    async def _leave(self, group: GroupCoordinator, version: int) -> None:
-        await group.unsubscribe()
-        if self._subs.version == version:  # not subscribed again meanwhile
+        elif not (self._subs.kind == "none" and self._leaving):
             self._drop_subscription()
+        # else: unsubscribed already, a leave in progress drops what is left
+        if not self._leaving or (group is not None and group.in_group_task()):
+            return DONE  # (from a listener, awaiting would wait for this very listener)
+        # a future of its own: a caller cancelled while waiting does not cancel the leave
+        return _all_done(self._leaving)
+
+    async def _leave(self, left: asyncio.Future[None]) -> None:
+        try:
+            await left
+        finally:
+            # unless a new subscription or manual assignment came meanwhile (it owns
+            # the assignment now), drop what the group being left owned
+            if self._subs.kind == "none" and len(self._leaving) <= 1:
+                self._drop_subscription()
 
     def _drop_subscription(self) -> None:
         self._subs.unsubscribe()
@@ -338,8 +410,8 @@ class Consumer:
 
     async def position(self, partition: TopicPartition, *, timeout_ms: int | None = None) -> int:
         """The offset of the next record ``getone``/``getmany`` will hand out."""
-        self._check_running()
-        tp = TopicPartition(*partition)
+        self._check_running(while_revoking=True)
+        tp = _check_tp(partition)
         if self._subs.state_of(tp) is None:
             raise IllegalStateError(f"{tp} is not assigned to this consumer")
         timeout = (timeout_ms or self._client.config.default_api_timeout_ms) / 1000
@@ -359,7 +431,7 @@ class Consumer:
                     await self._ensure_positions()
                     if state.position is None or state.reset is not None:
                         await waiter.wait()
-                        self._check_running()
+                        self._check_running(while_revoking=True)
         except TimeoutError:
             raise KafkaTimeoutError(
                 f"the position of {tp} was not resolved within {timeout * 1000:.0f} ms"
@@ -374,7 +446,7 @@ class Consumer:
         return self._state_of(partition).last_stable_offset
 
     def _state_of(self, partition: TopicPartition) -> PartitionState:
-        state = self._subs.state_of(TopicPartition(*partition))
+        state = self._subs.state_of(_check_tp(partition))
         if state is None:
             raise IllegalStateError(f"{partition} is not assigned to this consumer")
         return state
@@ -417,7 +489,7 @@ class Consumer:
         for tp, ts in timestamps.items():
             if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
                 raise KafkaConfigError(f"offsets_for_times: timestamp for {tp} must be an int >= 0")
-            specs[TopicPartition(*tp)] = ts
+            specs[_check_tp(tp)] = ts
         answers = await self._offsets.list_offsets(
             specs, timeout_ms=timeout_ms or self._client.config.default_api_timeout_ms
         )
@@ -452,7 +524,7 @@ class Consumer:
     def partitions_for_topic(self, topic: str) -> frozenset[int] | None:
         """The topic's partition ids as the client's metadata knows them now; None if
         the topic is not known yet (it is then looked up: ask again shortly)."""
-        self._check_running()
+        self._check_running(while_revoking=True)
         if not isinstance(topic, str) or not topic:
             raise KafkaConfigError(f"topic must be a non-empty str, not {topic!r}")
         metadata = self._client.metadata
@@ -467,8 +539,8 @@ class Consumer:
 
     # -- the group ----------------------------------------------------------------------
 
-    def _need_group(self, what: str) -> GroupCoordinator:
-        self._check_running()
+    def _need_group(self, what: str, *, while_revoking: bool = False) -> GroupCoordinator:
+        self._check_running(while_revoking=while_revoking)
         if self._group is None:
             raise NoGroupError(f"{what} needs a consumer group; create the Consumer with group_id")
         return self._group
@@ -487,41 +559,21 @@ class Consumer:
         records of theirs were handed out but before they were committed (what is
         still owned is committed first).
         """
-        group = self._group
-        if group is None or not (self._state == "stopping" and group.revoking):
-            group = self._need_group("commit()")
+        group = self._need_group("commit()", while_revoking=True)
         checked: dict[TopicPartition, OffsetAndMetadata] | None = None
         if offsets is not None:
             checked = {}
-            for tp, value in offsets.items():
-                if isinstance(value, OffsetAndMetadata):
-                    om = value
-                elif isinstance(value, int) and not isinstance(value, bool):
-                    om = OffsetAndMetadata(value)
-                elif (
-                    isinstance(value, tuple)
-                    and len(value) == 2
-                    and isinstance(value[0], int)
-                    and not isinstance(value[0], bool)
-                    and isinstance(value[1], str)
-                ):
-                    om = OffsetAndMetadata(value[0], value[1])  # aiokafka's (offset, metadata)
-                else:
-                    raise KafkaConfigError(
-                        f"commit: {tp} maps to {value!r}, not an offset, an (offset, "
-                        "metadata) pair or an OffsetAndMetadata"
-                    )
-                if om.offset < 0:
-                    raise KafkaConfigError(f"commit: offset for {tp} must be >= 0")
-                checked[TopicPartition(*tp)] = om
+            for key, value in offsets.items():
+                tp = _check_tp(key)
+                checked[tp] = _commit_offset(tp, value)
         await group.commit(checked, timeout_ms=timeout_ms)
 
     async def committed(
         self, partition: TopicPartition, *, timeout_ms: int | None = None
     ) -> int | None:
         """The group's committed offset for ``partition`` (None if nothing is committed)."""
-        group = self._need_group("committed()")
-        tp = TopicPartition(*partition)
+        group = self._need_group("committed()", while_revoking=True)
+        tp = _check_tp(partition)
         got = await group.fetch_committed([tp], timeout_ms=timeout_ms)
         om = got.get(tp)
         if om is None:

@@ -225,6 +225,12 @@ class SubscriptionState:
         if not tps:
             self.unsubscribe()
             return
+        if self._kind == "none" and self._assigned:
+            # still assigned: a group being left in the background (unsubscribe()).
+            # Its partition states are the group's (being revoked, positions for its
+            # final commit); the manual assignment starts afresh.
+            self._states = {}
+            self._assigned = frozenset()
         self._kind = "assigned"
         self._listener = None
         self._set_assignment(tps)
@@ -359,8 +365,10 @@ class SubscriptionState:
 
     def seek(self, tp: TopicPartition, offset: int, leader_epoch: int = -1) -> None:
         """Consume ``tp`` from ``offset`` next; buffered data for it is discarded."""
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise KafkaConfigError(f"seek offset must be an int >= 0, not {offset!r}")
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < 2**63:
+            # (an offset past int64 could not even be sent: the fetch would fail for
+            # every partition)
+            raise KafkaConfigError(f"seek offset must be an int in [0, 2**63), not {offset!r}")
         state = self._state(tp)
         state.position = state.base = offset
         state.leader_epoch = leader_epoch

@@ -61,7 +61,7 @@ from aiokproto.consumer.group.requests import (
     sync_request,
 )
 from aiokproto.consumer.group.state import Effect, EffectKind, GroupMachine, Input, State
-from aiokproto.consumer.subscription import SubscriptionState
+from aiokproto.consumer.subscription import PartitionState, SubscriptionState
 from aiokproto.errors import (
     FencedInstanceIdError,
     IllegalStateError,
@@ -86,6 +86,12 @@ _TICK_S = 0.5
 _CLOSE_TIMEOUT_MS = 30_000
 
 
+#: positions to commit, and the partition states they belong to
+_Positions = tuple[
+    dict[TopicPartition, OffsetAndMetadata], dict[TopicPartition, PartitionState | None]
+]
+
+
 @dataclass(slots=True)
 class _Answer:
     """An input for the machine, with what it carries."""
@@ -97,6 +103,9 @@ class _Answer:
     error: BaseException | None = None
     tag: int | None = None  # generation it belongs to; None: always current
     done: asyncio.Future[None] | None = None  # resolved once the group task handled it
+    # UNSUBSCRIBED: what the final commit before the revoke commits, taken when the
+    # consumer unsubscribed (its partitions may have been reassigned by hand since)
+    final: _Positions | None = None
     seq: int = 0  # JOIN_NEEDED: numbered, so a join sent later answers it too
 
 
@@ -145,6 +154,8 @@ class GroupCoordinator:
         # its generation still owns the partitions, so commits go through meanwhile
         self._revoking: Effect | None = None
         self._in_user_code = False  # the group task runs a rebalance listener
+        # the UNSUBSCRIBED being handled: positions to commit as of unsubscribe()
+        self._final: _Positions | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._group_task: asyncio.Task[None] | None = None
         # the coordinator unreachable: one line per outage, not one per heartbeat
@@ -229,6 +240,11 @@ class GroupCoordinator:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            # leaves still queued will never run: closing left the group instead
+            while not self._inputs.empty():
+                queued = self._inputs.get_nowait()
+                if queued.done is not None and not queued.done.done():
+                    queued.done.set_result(None)
             self._set_tracked(frozenset())
             if self._all_topics:
                 self._client.metadata.want_all_topics(False)
@@ -598,9 +614,24 @@ class GroupCoordinator:
             # leave happens here and now (what remained of that rebalance is dropped)
             await self._process(_Answer(Input.UNSUBSCRIBED))
             return
+        await asyncio.shield(self.leave())
+
+    def leave(self) -> asyncio.Future[None]:
+        """Ask to leave the group (commit, revoke, LeaveGroup) now, without waiting.
+
+        The request takes its place in the queue at once, so a ``request_rejoin()``
+        made afterwards (a new subscription) is carried out after the leave. The final
+        auto-commit commits the positions as of this call. The future resolves once
+        the leave was handled, or when the coordinator closes (which leaves too).
+        """
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._post(_Answer(Input.UNSUBSCRIBED, done=done))
-        await asyncio.shield(done)
+        if self._closed or not self._started:
+            done.set_result(None)
+            return done
+        states = self._sub.states()
+        final = (self._sub.all_consumed(), {tp: states.get(tp) for tp in states})
+        self._post(_Answer(Input.UNSUBSCRIBED, done=done, final=final))
+        return done
 
     # -- internals: queue and waiting ---------------------------------------------------
 
@@ -654,6 +685,7 @@ class GroupCoordinator:
                 and answer.seq <= self._join_seq_sent
                 and self._machine.state is State.STABLE
             )
+            self._final = answer.final
             try:
                 if not stale:
                     await self._process(answer)
@@ -673,6 +705,7 @@ class GroupCoordinator:
                     self._fatal = error
                     self._errors.append(error)
             finally:
+                self._final = None
                 if answer.done is not None and not answer.done.done():
                     answer.done.set_result(None)
 
@@ -708,10 +741,14 @@ class GroupCoordinator:
 
     async def _perform(self, effect: Effect) -> _Answer | None:
         kind = effect.kind
+        # a manual assignment made after unsubscribe() is the user's: the group being
+        # left does not touch its partitions
+        ours = self._sub.kind != "assigned"
         if kind is EffectKind.REVOKE:
             # first stop handing them out, then commit and tell the listener: nothing
             # of theirs reaches the application after the commit that covers it
-            self._sub.start_revoking(effect.partitions)
+            if ours:
+                self._sub.start_revoking(effect.partitions)
             self._revoking = effect
             self._notify()  # heartbeats and waiting commits see the revocation
             try:
@@ -722,7 +759,8 @@ class GroupCoordinator:
                 self._notify()
         elif kind is EffectKind.LOSE:
             log.info("group %r: lost %s", self.config.group_id, names(sorted(effect.partitions)))
-            self._sub.start_revoking(effect.partitions)  # someone else owns them already
+            if ours:
+                self._sub.start_revoking(effect.partitions)  # someone else owns them already
             await self._call_listener("on_partitions_lost", effect.partitions)
         elif kind is EffectKind.PREPARED:
             return _Answer(Input.PREPARED)
@@ -1136,13 +1174,16 @@ class GroupCoordinator:
         """Auto-commit what was consumed from partitions about to be revoked."""
         if not self.config.enable_auto_commit or effect.generation < 0:
             return
-        consumed = self._sub.all_consumed()
+        if self._final is not None:  # leaving: the positions as of unsubscribe()
+            consumed, as_of = self._final
+        else:
+            consumed, as_of = self._sub.all_consumed(), dict(self._sub.states())
         offsets = {tp: o for tp, o in consumed.items() if tp in effect.partitions}
         if not offsets:
             return
         limit_ms = min(self._client.config.default_api_timeout_ms, self._rebalance_timeout_ms())
         deadline = asyncio.get_running_loop().time() + limit_ms / 1000
-        states = {tp: self._sub.state_of(tp) for tp in offsets}
+        states = {tp: as_of.get(tp) for tp in offsets}
         if await self._offsets.commit_before_revoke(
             offsets, effect.generation, effect.member_id, deadline
         ):
