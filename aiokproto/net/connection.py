@@ -556,7 +556,20 @@ class BrokerConnection:
 
     async def _authenticate(self) -> None:
         security = self.config.security
-        mechanism = await security.new_mechanism()
+        # an OAUTHBEARER token provider is user code that may hang (an identity
+        # provider that never answers): bounded like a request, and named
+        limit_ms = self.config.request_timeout_ms
+        try:
+            async with asyncio.timeout(limit_ms / 1000) as limit:
+                mechanism = await security.new_mechanism()
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise KafkaTimeoutError(
+                f"{security.sasl_mechanism} for {self.host}:{self.port}: "
+                f"sasl_oauth_token_provider did not return a token within {limit_ms} ms "
+                "(request_timeout_ms)"
+            ) from None
         handshake = await self._roundtrip(SaslHandshakeRequest(mechanism=mechanism.name))
         if handshake.error_code:
             raise for_code(handshake.error_code)(

@@ -7,7 +7,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aiokproto.errors import KafkaAuthenticationError, KafkaConfigError
+from aiokproto.errors import KafkaAuthenticationError, KafkaConfigError, KafkaError
 from aiokproto.net.sasl import (
     MECHANISMS,
     OAuthBearerMechanism,
@@ -112,27 +112,40 @@ class SecurityConfig:
 
 
 async def _oauth_mechanism(provider: TokenProvider) -> OAuthBearerMechanism:
-    """Ask the provider for a token (and, aiokafka-style, for extensions)."""
+    """Ask the provider for a token (and, aiokafka-style, for extensions).
+
+    An exception from the provider is a ``KafkaAuthenticationError`` with it as
+    ``__cause__`` (a ``KafkaError`` it raises itself goes through as it is).
+    """
     extensions: object = None
-    token_method = getattr(provider, "token", None)
-    if callable(token_method):
-        # An object with token() (aiokafka's AbstractTokenProvider), checked first:
-        # such an object may also be callable for reasons of its own.
-        token: object = token_method()
-        more = getattr(provider, "extensions", None)
-        if callable(more):
-            extensions = more()
-    else:
-        assert callable(provider)
-        token = provider()
-    if inspect.isawaitable(token):  # a plain function returning the token works too
-        token = await token
+    try:
+        token_method = getattr(provider, "token", None)
+        if callable(token_method):
+            # An object with token() (aiokafka's AbstractTokenProvider), checked first:
+            # such an object may also be callable for reasons of its own.
+            token: object = await _maybe_await(token_method())
+            more = getattr(provider, "extensions", None)
+            if callable(more):
+                extensions = await _maybe_await(more())
+        else:
+            assert callable(provider)
+            token = await _maybe_await(provider())  # a plain function works too
+    except KafkaError:
+        raise
+    except Exception as exc:
+        raise KafkaAuthenticationError(
+            f"OAUTHBEARER: sasl_oauth_token_provider raised {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(token, str) or not token:
         raise KafkaAuthenticationError(
             f"OAUTHBEARER: sasl_oauth_token_provider returned {type(token).__name__}, "
             "not a non-empty str token"
         )
     return OAuthBearerMechanism(token, _extensions(extensions))
+
+
+async def _maybe_await(value: object) -> object:
+    return await value if inspect.isawaitable(value) else value
 
 
 def _extensions(value: object) -> dict[str, str]:
