@@ -216,20 +216,24 @@ class TransactionManager:
     # -- EndTxn ---------------------------------------------------------------------
 
     async def _end(self, *, committed: bool) -> None:
+        """EndTxn (and, v1 after an abort, a new epoch), as one task that concurrent
+        callers share: a cancelled caller leaves the state COMMITTING/ABORTING, and a
+        later call waits for the same request or, if it failed, sends it again."""
         async with self._add_lock:  # an AddPartitionsToTxn still out decides `needed`
             pass
+        if self._ending is None or self._ending.done():
+            self._ending = self._loop.create_task(
+                self._finish(committed), name="aiokproto-txn-end"
+            )
+        await asyncio.shield(self._ending)
+
+    async def _finish(self, committed: bool) -> None:
         needed = self._acc.sent_in_txn or bool(self._added) or self._offsets_sent
         if needed:
-            # shielded: a cancelled caller leaves the state COMMITTING/ABORTING and a
-            # second call waits for the same request instead of racing it
-            if self._ending is None or self._ending.done():
-                self._ending = self._loop.create_task(
-                    self._end_txn(committed), name="aiokproto-txn-end"
-                )
-            await asyncio.shield(self._ending)
-        if not committed and not self.v2 and needed:
-            await self._bump_epoch()
-        if self.state.state is not Txn.FATAL_ERROR:
+            await self._end_txn(committed)
+            if not committed and not self.v2:
+                await self._bump_epoch()
+        if self.state.state in (Txn.COMMITTING, Txn.ABORTING):
             self.state.move(Txn.READY)
 
     async def _end_txn(self, committed: bool) -> None:
