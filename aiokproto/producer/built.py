@@ -10,12 +10,33 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from aiokproto.errors import KafkaConfigError
 from aiokproto.producer.accumulator import RECORD_CHARGE
 from aiokproto.producer.options import BATCH_HEADER, RECORD_OVERHEAD_BOUND
 from aiokproto.records.record import Header
 
 # a record's overhead besides key, value and headers, as the batch builder counts it
 _RECORD_BYTES = RECORD_OVERHEAD_BOUND
+_MAX_TIMESTAMP_MS = 2**63 - 1
+
+
+def _timestamp_ms(timestamp: float | None) -> int:
+    """Milliseconds since the epoch for ``timestamp`` in seconds (None: now), checked
+    here so that a bad one fails this append, never the record batch it would join."""
+    if timestamp is None:
+        return int(time.time() * 1000)
+    try:
+        ms = float(timestamp) * 1000
+    except (TypeError, ValueError):
+        raise KafkaConfigError(
+            f"timestamp must be seconds since the epoch (a number) or None, not {timestamp!r}"
+        ) from None
+    if not 0 <= ms < _MAX_TIMESTAMP_MS:
+        raise KafkaConfigError(
+            f"timestamp must be seconds since the epoch, >= 0 and < "
+            f"{_MAX_TIMESTAMP_MS / 1000:.0f}, not {timestamp!r}"
+        )
+    return int(ms)
 
 
 class BatchAppend(NamedTuple):
@@ -44,6 +65,7 @@ class BatchBuilder:
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._closed = False
+        self.sent = False  # buffered by a send_batch(): sending it again would duplicate
         self.records: list[BuiltRecord] = []
 
     def append(
@@ -70,7 +92,7 @@ class BatchBuilder:
             value = _as_bytes(value, "value")
         listed = tuple(headers) if headers else None
         extra = _header_charge(listed) if listed else 0
-        ts = int((time.time() if timestamp is None else float(timestamp)) * 1000)
+        ts = _timestamp_ms(timestamp)
         data = (0 if key is None else len(key)) + (0 if value is None else len(value)) + extra
         size = data + _RECORD_BYTES
         if self.records and self._size + size > self._limit:

@@ -612,6 +612,11 @@ class Producer:
         self, batch: BatchBuilder, topic: str, partition: int
     ) -> asyncio.Future[RecordMetadata]:
         """All of a built batch's records to one partition, all or nothing."""
+        if batch.sent:
+            raise IllegalStateError(
+                "send_batch: this batch was sent already (sending it again would write "
+                "its records twice); create_batch() a new one"
+            )
         batch.close()
         records = batch.records
         if not records:
@@ -640,6 +645,7 @@ class Producer:
         handles = [
             acc.append(pq, r.timestamp_ms, r.key, r.value, r.headers, r.charge) for r in records
         ]
+        batch.sent = True
         if pq.open is not filled or len({id(h.batch) for h in handles}) > 1:
             self._yield_next = True  # full batches: the next call lets the sender ship
         return first_delivered(handles)
