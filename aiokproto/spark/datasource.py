@@ -43,7 +43,13 @@ from aiokproto.spark.options import (
     parse_source_options,
 )
 from aiokproto.spark.planning import DataLoss, OffsetRange, clamp, resolve, split, stream_end
-from aiokproto.spark.sink import WriteResult, arrow_records, row_records, write_sync
+from aiokproto.spark.sink import (
+    WriteResult,
+    arrow_records,
+    row_records,
+    task_transactional_id,
+    write_sync,
+)
 
 try:  # Spark 4.2+: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -246,7 +252,8 @@ class KafkaBatchWriter(DataSourceArrowWriter):
             if ARROW_WRITES
             else row_records(iterator)
         )
-        return _Written(write_sync(self.options.client, self.options.topic, records))
+        txn_id = task_transactional_id(self.options.transactional_id_prefix)
+        return _Written(write_sync(self.options.client, self.options.topic, records, txn_id))
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
@@ -259,13 +266,15 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             if ARROW_WRITES
             else row_records(iterator)
         )
-        return _Written(write_sync(self.options.client, self.options.topic, records))
+        txn_id = task_transactional_id(self.options.transactional_id_prefix)
+        return _Written(write_sync(self.options.client, self.options.topic, records, txn_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records were acknowledged by the tasks themselves; nothing left to do."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Sent records cannot be taken back (at-least-once); Spark retries the batch."""
+        """Records of tasks that finished cannot be taken back (at least once; with
+        transactional.id.prefix a failed task's records were aborted with it)."""
 
 
 class KafkaDataSource(DataSource):

@@ -111,6 +111,8 @@ REFUSED: dict[Role, dict[str, str]] = {
         "key.serializer": "keys are written as binary; cast the key column to binary or string",
         "value.serializer": "values are written as binary; cast the value column",
         "interceptor.classes": "interceptors are a Java client feature",
+        "transactional.id": "every task needs its own transactional id: give the sink "
+        "option transactional.id.prefix (each task uses <prefix>-<partition id>)",
     },
 }
 

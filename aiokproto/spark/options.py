@@ -47,7 +47,7 @@ SOURCE_OPTIONS = (
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
 )
-SINK_OPTIONS = ("topic",)
+SINK_OPTIONS = ("topic", "transactional.id.prefix")
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +251,9 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
 class SinkOptions:
     client: Mapping[str, Any]
     topic: str | None
+    # each task writes in one transaction, as "<prefix>-<partition id>" (None: plain
+    # at-least-once writes)
+    transactional_id_prefix: str | None = None
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -260,4 +263,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = _get(options, "topic")
     if topic is not None and not topic.strip():
         raise KafkaConfigError("option topic is empty")
-    return SinkOptions(client=client, topic=topic.strip() if topic else None)
+    prefix = _get(options, "transactional.id.prefix")
+    if prefix is not None and not prefix.strip():
+        raise KafkaConfigError("option transactional.id.prefix is empty")
+    return SinkOptions(
+        client=client,
+        topic=topic.strip() if topic else None,
+        transactional_id_prefix=prefix.strip() if prefix else None,
+    )

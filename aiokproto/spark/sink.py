@@ -3,6 +3,13 @@
 Delivery is at least once: a Spark task succeeds only after every record it sent was
 acknowledged; the first delivery error fails the task (Spark retries it, which may
 write some records twice). Column checks happen on the driver (``check_columns``).
+
+With ``transactional.id.prefix`` each task writes all its records in one transaction
+under ``<prefix>-<partition id>`` and commits it when the last one is acknowledged: a
+failed task attempt leaves nothing visible to read_committed readers, and a retried
+(or speculative) attempt fences the earlier one, aborting its open transaction. What
+this does not give: a task that committed stays committed even if the job fails
+later (another task, the driver), so re-running the job writes its records again.
 """
 
 from __future__ import annotations
@@ -95,33 +102,65 @@ def row_records(rows: Iterable[Any]) -> Iterator[OutRecord]:
 
 
 async def write_records(
-    client: Mapping[str, Any], topic_option: str | None, records: Iterable[OutRecord]
+    client: Mapping[str, Any],
+    topic_option: str | None,
+    records: Iterable[OutRecord],
+    transactional_id: str | None = None,
 ) -> WriteResult:
-    """Send every record and wait for all acknowledgements; raise the first failure."""
+    """Send every record and wait for all acknowledgements; raise the first failure.
+    With a ``transactional_id``, all of it is one transaction, committed at the end
+    and aborted if anything fails."""
     from aiokproto.producer import Producer
 
+    options = dict(client)
+    if transactional_id is not None:
+        options["transactional_id"] = transactional_id
+    async with Producer(**options) as producer:
+        if transactional_id is None:
+            return await _send_all(producer, topic_option, records)
+        async with producer.transaction():
+            return await _send_all(producer, topic_option, records)
+
+
+async def _send_all(
+    producer: Any, topic_option: str | None, records: Iterable[OutRecord]
+) -> WriteResult:
     count = 0
     pending: deque[Awaitable[Any]] = deque()
-    async with Producer(**client) as producer:
-        for topic, partition, key, value, headers in records:
-            target = topic_option or topic
-            if not target:
-                raise KafkaConfigError(
-                    "a row has no topic: give the topic option or a non-null topic column"
-                )
-            pending.append(
-                await producer.send(target, value, key=key, partition=partition, headers=headers)
+    for topic, partition, key, value, headers in records:
+        target = topic_option or topic
+        if not target:
+            raise KafkaConfigError(
+                "a row has no topic: give the topic option or a non-null topic column"
             )
-            count += 1
-            while len(pending) > WINDOW:
-                await pending.popleft()
-        await producer.flush()
-        while pending:
+        pending.append(
+            await producer.send(target, value, key=key, partition=partition, headers=headers)
+        )
+        count += 1
+        while len(pending) > WINDOW:
             await pending.popleft()
+    await producer.flush()
+    while pending:
+        await pending.popleft()
     return WriteResult(count)
 
 
+def task_transactional_id(prefix: str | None) -> str | None:
+    """``<prefix>-<partition id>`` for the running Spark task (None without a prefix)."""
+    if prefix is None:
+        return None
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        raise KafkaConfigError("transactional.id.prefix: no Spark task is running here")
+    return f"{prefix}-{context.partitionId()}"
+
+
 def write_sync(
-    client: Mapping[str, Any], topic_option: str | None, records: Iterable[OutRecord]
+    client: Mapping[str, Any],
+    topic_option: str | None,
+    records: Iterable[OutRecord],
+    transactional_id: str | None = None,
 ) -> WriteResult:
-    return asyncio.run(write_records(client, topic_option, records))
+    return asyncio.run(write_records(client, topic_option, records, transactional_id))

@@ -63,14 +63,21 @@ def produce(
 
 
 def consume_all(
-    bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    timeout_s: float = 60.0,
+    isolation_level: str = "read_uncommitted",
 ) -> list[ConsumerRecord]:
     """Read ``expected`` records of every partition of ``topic`` with the aiokproto Consumer."""
 
     async def go() -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
         async with Consumer(
-            bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest"
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            auto_offset_reset="earliest",
+            isolation_level=isolation_level,
         ) as consumer:
             await consumer.topics()  # a metadata refresh that covers the topic
             parts = consumer.partitions_for_topic(topic)

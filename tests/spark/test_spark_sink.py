@@ -65,6 +65,50 @@ def test_sink_errors_fail_the_write(spark: Any, bootstrap: str, topic_name: str)
         ).option("kafka.max.request.size", "1000").mode("append").save()
 
 
+def test_transactional_writes_commit_per_task_and_a_failed_task_shows_nothing(
+    spark: Any, bootstrap: str, topic_name: str
+) -> None:
+    create_topic(bootstrap, topic_name, partitions=3)
+    rows = [(f"v{i}", i % 3) for i in range(300)]
+    (
+        spark.createDataFrame(rows, "value string, partition int")
+        .repartition(3)
+        .write.format("aiokproto")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic_name)
+        .option("transactional.id.prefix", f"{topic_name}-tx")
+        .mode("append")
+        .save()
+    )
+    got = consume_all(bootstrap, topic_name, 300, isolation_level="read_committed")
+    assert sorted(r.value for r in got) == sorted(v.encode() for v, _ in rows)
+    # one task: 200 good rows, then one without a topic: the task (and job) fails, and
+    # its transaction is aborted, so read_committed readers see none of the 200
+    failing = [(topic_name, f"bad-{i}") for i in range(200)] + [(None, "no topic")]
+    with pytest.raises(Exception, match="has no topic"):
+        (
+            spark.createDataFrame(failing, "topic string, value string")
+            .coalesce(1)
+            .write.format("aiokproto")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.linger.ms", "0")
+            .option("transactional.id.prefix", f"{topic_name}-bad")
+            .mode("append")
+            .save()
+        )
+    again = consume_all(bootstrap, topic_name, 300, isolation_level="read_committed")
+    assert not [r for r in again if r.value.startswith(b"bad-")]
+    assert len(again) == 300
+
+
+def test_transactional_id_must_be_a_prefix(spark: Any, bootstrap: str, topic_name: str) -> None:
+    df = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception, match=r"transactional\.id\.prefix"):
+        df.write.format("aiokproto").option("kafka.bootstrap.servers", bootstrap).option(
+            "topic", topic_name
+        ).option("kafka.transactional.id", "one-for-all").mode("append").save()
+
+
 def test_stream_write_read_back(
     spark: Any, bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
