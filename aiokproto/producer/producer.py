@@ -326,7 +326,7 @@ class Producer:
                 )
             )
             if txn is not None:
-                await txn.close()
+                await txn.close(timeout)  # a commit or abort in progress may finish
             await client.close()
 
     close = stop

@@ -26,6 +26,7 @@ from aiokproto.errors import (
     CommitFailedError,
     FencedInstanceIdError,
     IllegalGenerationError,
+    IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -129,7 +130,10 @@ class TransactionManager:
             2 if self.v2 else 1,
         )
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float = 0.0) -> None:
+        """Stop the tasks; an EndTxn in progress first gets up to ``timeout_s``."""
+        if self._ending is not None and not self._ending.done() and timeout_s > 0:
+            await asyncio.wait({self._ending}, timeout=timeout_s)
         tasks = [t for t in (self._add_task, self._ending) if t is not None]
         for task in tasks:
             task.cancel()
@@ -225,7 +229,18 @@ class TransactionManager:
             self._ending = self._loop.create_task(
                 self._finish(committed), name="aiokproto-txn-end"
             )
-        await asyncio.shield(self._ending)
+        ending = self._ending
+        try:
+            await asyncio.shield(ending)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if ending.cancelled() and (task is None or not task.cancelling()):
+                # close() cut it short; this caller was not cancelled
+                raise IllegalStateError(
+                    "the Producer was stopped before the transaction ended: the "
+                    "coordinator decides (aborted, unless the commit had reached it)"
+                ) from None
+            raise
 
     async def _finish(self, committed: bool) -> None:
         needed = self._acc.sent_in_txn or bool(self._added) or self._offsets_sent

@@ -115,3 +115,26 @@ async def test_concurrent_and_cancelled_commits_end_the_transaction_once(
         async with p.transaction():
             await p.send(topic_name, b"c")
     assert await committed_values(kafka, topic_name) == [b"a", b"b", b"c"]
+
+
+async def test_stop_during_a_commit_lets_the_end_txn_finish(
+    proxy: FaultProxy, kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name)
+    p = Producer(
+        bootstrap_servers=proxy.bootstrap_servers,
+        transactional_id=f"stop-{uuid.uuid4().hex[:8]}",
+        **FAST,
+    )
+    await p.start()
+    await p.begin_transaction()
+    await p.send_and_wait(topic_name, b"committed-while-stopping")
+    for listener in proxy.listeners:
+        listener.latency(800, which="response", apis=[EndTxnRequest.API_KEY])
+    committing = asyncio.ensure_future(p.commit_transaction())
+    await asyncio.sleep(0.2)
+    await asyncio.wait_for(p.stop(), 15)
+    await asyncio.wait_for(committing, 5)  # returned normally: the commit is known
+    for listener in proxy.listeners:
+        await listener.heal()
+    assert await committed_values(kafka, topic_name) == [b"committed-while-stopping"]
