@@ -66,7 +66,7 @@ def run_job(job: Job) -> dict[str, Any]:
     try:
         module = importlib.import_module(ADAPTERS[job.client].module)
         result["client_version"] = module.version()
-        runner = getattr(module, job.scenario.kind)
+        runner = getattr(module, job.scenario.entry)
         outcome = runner(job, meter)
         if outcome.get("cpu_scope") != "process":  # the java wrapper measures its JVM
             outcome.update(meter.fields())

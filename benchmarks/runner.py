@@ -5,6 +5,8 @@ its own child process (``benchmarks.child``). Produce and latency runs get a fre
 (so "the end offsets grew by N" is exact, and no run inherits another's log); consume
 runs share one topic per scenario, written once by confluent-kafka before the runs.
 Every run is validated (``benchmarks.validation``); the raw runs go to the report.
+Transactional produce runs are also read back with a read_committed consumer, so a run
+counts only if every record was committed.
 """
 
 from __future__ import annotations
@@ -20,16 +22,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokproto import Admin, NewTopic, OffsetSpec, TopicPartition
+from aiokproto import Admin, Consumer, NewTopic, OffsetSpec, TopicPartition
 from benchmarks import java_tools, machine
 from benchmarks.child import RESULT_MARKER
 from benchmarks.clients import ADAPTERS
-from benchmarks.scenarios import BATCH_SIZE, LINGER_MS, Job, Scenario, job_timeout_s, run_order
+from benchmarks.scenarios import (
+    BATCH_SIZE,
+    LINGER_MS,
+    TXN_RECORDS,
+    Job,
+    Scenario,
+    job_timeout_s,
+    run_order,
+)
 from benchmarks.validation import check_run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SEED_CLIENT = "confluent-kafka"
 _STDERR_TAIL = 1500
+_READ_BACK_S = 60.0  # at most this long to read a transactional run's topic back
 
 Progress = Callable[[str], None]
 
@@ -118,7 +129,7 @@ class Session:
         )
 
     def clients_for(self, scenario: Scenario) -> list[str]:
-        return [c for c in self.opts.clients if scenario.kind in ADAPTERS[c].kinds]
+        return [c for c in self.opts.clients if ADAPTERS[c].supports(scenario)]
 
     @property
     def admin(self) -> Admin:
@@ -179,8 +190,16 @@ class Session:
         try:
             result = await run_child(self.job(client, scenario, run, topic))
             delta = await self.end_offsets_sum(topic, scenario.partitions)
-            reasons = check_run(scenario, result, delta)
-            return {**result, "offsets_delta": delta, "valid": not reasons, "reasons": reasons}
+            if not scenario.txn_records:
+                reasons = check_run(scenario, result, delta)
+                return {**result, "offsets_delta": delta, "valid": not reasons,
+                        "reasons": reasons}
+            committed = None
+            if not result.get("error"):
+                committed = await self.read_committed(topic, scenario.partitions)
+            reasons = check_run(scenario, result, delta, committed)
+            return {**result, "offsets_delta": delta, "committed_records": committed,
+                    "valid": not reasons, "reasons": reasons}
         finally:
             await self.delete_topic(topic)
 
@@ -212,7 +231,20 @@ class Session:
                                         job_timeout_s(consume), group_id=f"warm-{topic}"))
             finally:
                 await self.delete_topic(topic)
+        if any(s.txn_records for s in self.opts.scenarios):
+            await self.warm_up_transactions()
         self.opts.progress(f"  broker warmed up with {self.opts.warmup_records} records")
+
+    async def warm_up_transactions(self) -> None:
+        """The first transactional producer makes the broker create its transaction
+        state log, and the commit path is still cold: both before the measured runs."""
+        warm = Scenario("produce", 100, 50 * TXN_RECORDS, 1, "all", txn_records=TXN_RECORDS)
+        topic = await self.create_topic(warm, "w")
+        try:
+            await run_child(Job(SEED_CLIENT, warm, self.bootstrap, topic, -1,
+                                job_timeout_s(warm)))
+        finally:
+            await self.delete_topic(topic)
 
     async def seed(self, scenario: Scenario) -> tuple[str | None, str | None]:
         """The consume scenario's input: N records written once by confluent-kafka with
@@ -256,6 +288,29 @@ class Session:
                 raise
             return None
         return sum(r.offset for r in offsets.values())
+
+    async def read_committed(self, topic: str, partitions: int) -> int | None:
+        """How many records a read_committed consumer finds in ``topic``: it reads until
+        its position reaches every partition's end offset (past the last commit marker);
+        None if it cannot within ``_READ_BACK_S`` (say, a transaction left open)."""
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        count = 0
+        try:
+            ends = await self.admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
+            async with Consumer(bootstrap_servers=self.bootstrap, group_id=None,
+                                isolation_level="read_committed",
+                                auto_offset_reset="earliest") as consumer:
+                consumer.assign(tps)
+                deadline = time.monotonic() + _READ_BACK_S
+                while time.monotonic() < deadline:
+                    batch = await consumer.getmany(timeout_ms=500, max_records=10_000)
+                    count += sum(len(records) for records in batch.values())
+                    positions = [await consumer.position(tp) for tp in tps]
+                    if all(pos >= ends[tp].offset for pos, tp in zip(positions, tps, strict=True)):
+                        return count
+        except Exception as exc:
+            self.opts.progress(f"  (could not read {topic} back: {exc})")
+        return None
 
     async def delete_topic(self, topic: str) -> None:
         try:
@@ -305,6 +360,10 @@ def run_session(opts: RunOptions) -> dict[str, Any]:
                 "linger_ms_latency": 0,
                 "batch_size": BATCH_SIZE,
                 "enable_idempotence": False,
+                "transactions": f"produce txn scenarios: {TXN_RECORDS} records per "
+                "transaction, each committed before the next begins; acks=all and "
+                "idempotence on (transactions need them); a run counts only if a "
+                "read_committed consumer reads every record back",
                 "keys": "none (the client's default partitioner spreads records)",
                 "values": "half random characters, half repeated text (~2:1 with zstd)",
                 "mb": "10^6 bytes of record values",

@@ -18,6 +18,8 @@ ACKS = ("1", "all")
 # Producer settings every client gets, so the comparison is of clients, not of tuning.
 LINGER_MS = 5
 BATCH_SIZE = 64 * 1024
+# records per transaction in the transactional produce scenarios
+TXN_RECORDS = 1000
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class Scenario:
     acks: str = "1"
     compression: str = "none"
     rate: int = 0  # records/s for latency scenarios; 0 = as fast as possible
+    # produce only: records per transaction (begin, send them, commit, next); 0 = none
+    txn_records: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -41,6 +45,10 @@ class Scenario:
             raise ValueError(f"bad scenario sizes: {self}")
         if (self.kind == "latency") != (self.rate > 0):
             raise ValueError("a rate is given for latency scenarios and only for them")
+        if self.txn_records < 0 or (self.txn_records and self.kind != "produce"):
+            raise ValueError("transactions are for produce scenarios only")
+        if self.txn_records and self.acks != "all":
+            raise ValueError("transactions need idempotence, which needs acks=all")
 
     @property
     def id(self) -> str:
@@ -50,7 +58,19 @@ class Scenario:
             return f"consume {size} p{self.partitions} {self.compression}"
         if self.kind == "latency":
             return f"latency {size} {self.rate}/s p{self.partitions} acks={self.acks}"
+        if self.txn_records:
+            return f"produce txn {size} p{self.partitions} {self.compression}"
         return f"produce {size} acks={self.acks} p{self.partitions} {self.compression}"
+
+    @property
+    def entry(self) -> str:
+        """The adapter function that runs this scenario: its kind, or ``produce_txn``."""
+        return "produce_txn" if self.txn_records else self.kind
+
+    @property
+    def transactions(self) -> int:
+        """How many transactions a transactional run commits (the last may be short)."""
+        return -(-self.records // self.txn_records) if self.txn_records else 0
 
     @property
     def payload_bytes(self) -> int:
@@ -75,6 +95,7 @@ def quick_matrix() -> list[Scenario]:
         Scenario("produce", 100, n[100], partitions=1, acks="1", compression="none"),
         Scenario("produce", 100, n[100], partitions=1, acks="1", compression="zstd"),
         Scenario("produce", 1000, n[1000], partitions=8, acks="all", compression="none"),
+        Scenario("produce", 100, n[100], partitions=1, acks="all", txn_records=TXN_RECORDS),
         Scenario("consume", 100, n[100], partitions=1, compression="none"),
         Scenario("latency", 100, 5_000, partitions=1, acks="1", rate=1_000),
     ]
@@ -87,6 +108,7 @@ def full_matrix() -> list[Scenario]:
         out.append(Scenario("produce", size, n[size], parts, acks, comp))
     for size, parts, comp in itertools.product(n, (1, 8), COMPRESSIONS):
         out.append(Scenario("consume", size, n[size], parts, compression=comp))
+    out.append(Scenario("produce", 100, n[100], 1, "all", txn_records=TXN_RECORDS))
     out.append(Scenario("latency", 100, 10_000, 1, "1", rate=1_000))
     out.append(Scenario("latency", 1000, 20_000, 1, "all", rate=2_000))
     return out

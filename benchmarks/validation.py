@@ -13,13 +13,18 @@ from benchmarks.scenarios import Scenario
 
 
 def check_run(
-    scenario: Scenario, result: dict[str, Any], offsets_delta: int | None
+    scenario: Scenario,
+    result: dict[str, Any],
+    offsets_delta: int | None,
+    committed_records: int | None = None,
 ) -> list[str]:
     """Reasons the run is invalid (empty when it is valid).
 
     ``offsets_delta``: how far the topic's end offsets (summed over partitions) moved
     during a produce or latency run, as the parent read them from the broker; None for
     consume runs (the topic is not written) or when it could not be read.
+    ``committed_records``: for transactional runs, how many records a read_committed
+    consumer read back from the topic afterwards (None: could not be read).
     """
     reasons: list[str] = []
     if result.get("error"):
@@ -31,6 +36,9 @@ def check_run(
     n = scenario.records
     if scenario.kind in ("produce", "latency"):
         reasons += _check_delivery(result, n)
+    if scenario.txn_records:
+        reasons += _check_transactions(scenario, result, offsets_delta, committed_records)
+    elif scenario.kind in ("produce", "latency"):
         expected_delta = n + int(result.get("warmup_records", 0))
         if offsets_delta is None:
             reasons.append("the topic's end offsets could not be read")
@@ -55,6 +63,36 @@ def _check_delivery(result: dict[str, Any], n: int) -> list[str]:
         out.append(f"{failed} delivery errors (first: {first})")
     if result.get("unflushed"):
         out.append(f"{result['unflushed']} records still queued after flush")
+    return out
+
+
+def _check_transactions(
+    scenario: Scenario,
+    result: dict[str, Any],
+    offsets_delta: int | None,
+    committed_records: int | None,
+) -> list[str]:
+    """Every transaction committed, and nothing else written: the records plus one
+    commit marker per transaction and partition it wrote to (each transaction writes to
+    at least one partition, at most to all), and a read_committed consumer sees every
+    record (records of an aborted transaction also move the end offsets; it skips them)."""
+    out = []
+    n, txns = scenario.records, scenario.transactions
+    if result.get("transactions") != txns:
+        out.append(f"{result.get('transactions')} of {txns} transactions committed")
+    low, high = n + txns, n + txns * scenario.partitions
+    if offsets_delta is None:
+        out.append("the topic's end offsets could not be read")
+    elif not low <= offsets_delta <= high:
+        expected = f"{low}" if low == high else f"{low} to {high}"
+        out.append(
+            f"the topic's end offsets grew by {offsets_delta}, expected {expected} "
+            f"({n} records and a commit marker per transaction and partition)"
+        )
+    if committed_records is None:
+        out.append("the committed records could not be read back")
+    elif committed_records != n:
+        out.append(f"a read_committed consumer read {committed_records} records, expected {n}")
     return out
 
 

@@ -805,7 +805,7 @@ class Producer:
         """The topic's partition ids (waits up to ``max_block_ms`` for its metadata)."""
         if not self._running:
             self._check_running()
-        ts = await self._topic_state(topic)
+        ts = await self._topic_state(topic, sending=False)
         return set(ts.partitions)
 
     # -- partitions -----------------------------------------------------------------
@@ -823,8 +823,12 @@ class Producer:
             return partition_for_key(key, ts.count)
         return ts.sticky.partition(charge, ts.partitions, ts.available)
 
-    async def _topic_state(self, topic: str) -> _TopicState:
-        """The topic's state from the current metadata, waiting for it if unknown."""
+    async def _topic_state(self, topic: str, *, sending: bool = True) -> _TopicState:
+        """The topic's state from the current metadata, waiting for it if unknown.
+
+        ``sending``: for a call that will buffer records, which gives up when the
+        producer stops accepting them (stopped, failed, or outside a transaction);
+        otherwise only when it stops."""
         client, acc = self._client, self._acc
         assert client is not None and acc is not None
         meta = client.metadata
@@ -833,8 +837,11 @@ class Producer:
         if topic not in meta.tracked:
             meta.track([topic])
 
+        def alive() -> bool:
+            return self._accepting if sending else self._running
+
         def known(snap: ClusterSnapshot) -> bool:
-            if not self._accepting:
+            if not alive():
                 return True  # stopped while waiting: give up at once
             info = snap.topics.get(topic)
             if info is not None and info.partitions:
@@ -856,7 +863,7 @@ class Producer:
                     f"{self.options.max_block_ms} ms (max_block_ms){why}. Create it, or "
                     f"enable auto.create.topics.enable on the brokers"
                 ) from None
-        if not self._accepting:
+        if not alive():
             self._check_running()
         code = meta.topic_errors.get(topic)
         if code in _FATAL_TOPIC_ERRORS and topic not in snapshot.topics:

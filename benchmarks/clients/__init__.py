@@ -1,12 +1,13 @@
 """Client adapters: one module per client, each with ``version()`` and one function per
-scenario kind it supports (``produce``, ``consume``, ``latency``), each taking
-``(job, meter)`` and returning the counts the validator checks."""
+scenario kind it supports (``produce``, ``consume``, ``latency``, and ``produce_txn`` for
+the transactional produce scenarios), each taking ``(job, meter)`` and returning the
+counts the validator checks."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchmarks.scenarios import KINDS, Kind
+from benchmarks.scenarios import KINDS, Kind, Scenario
 
 
 @dataclass(frozen=True)
@@ -15,21 +16,27 @@ class Adapter:
     module: str
     kinds: tuple[Kind, ...] = KINDS
     note: str = ""
+    transactions: bool = False  # the module has ``produce_txn``
+
+    def supports(self, scenario: Scenario) -> bool:
+        if scenario.txn_records:
+            return self.transactions
+        return scenario.kind in self.kinds
 
 
 ADAPTERS: dict[str, Adapter] = {
     a.name: a
     for a in (
-        Adapter("aiokproto", "benchmarks.clients.aiokproto_client"),
+        Adapter("aiokproto", "benchmarks.clients.aiokproto_client", transactions=True),
         Adapter(
             "aiokproto-batch",
             "benchmarks.clients.aiokproto_batch",
             kinds=("produce",),
             note="aiokproto's bulk path: Producer.send_batch with 1000 records per call",
         ),
-        Adapter("confluent-kafka", "benchmarks.clients.confluent_sync"),
-        Adapter("confluent-kafka-aio", "benchmarks.clients.confluent_aio"),
-        Adapter("aiokafka", "benchmarks.clients.aiokafka_client"),
+        Adapter("confluent-kafka", "benchmarks.clients.confluent_sync", transactions=True),
+        Adapter("confluent-kafka-aio", "benchmarks.clients.confluent_aio", transactions=True),
+        Adapter("aiokafka", "benchmarks.clients.aiokafka_client", transactions=True),
         Adapter("kafka-python", "benchmarks.clients.kafka_python_client"),
         Adapter(
             "java-perf",

@@ -9,7 +9,14 @@ from typing import Any
 import aiokafka  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from benchmarks.clients.common import MeterLike, consume_async, latency_async, produce_async
+from benchmarks.clients.common import (
+    MeterLike,
+    consume_async,
+    latency_async,
+    produce_async,
+    produce_txn_async,
+    transactional_id,
+)
 from benchmarks.scenarios import BATCH_SIZE, Job
 
 
@@ -25,7 +32,9 @@ def _producer(job: Job) -> AIOKafkaProducer:
         compression_type=None if s.compression == "none" else s.compression,
         linger_ms=s.linger_ms,
         max_batch_size=BATCH_SIZE,
-        enable_idempotence=False,
+        # transactions need idempotence
+        enable_idempotence=bool(s.txn_records),
+        transactional_id=transactional_id(job) if s.txn_records else None,
     )
 
 
@@ -61,6 +70,17 @@ async def _produce(job: Job, meter: MeterLike) -> dict[str, Any]:
         return await produce_async(job, meter, send, p.flush)
 
 
+async def _produce_txn(job: Job, meter: MeterLike) -> dict[str, Any]:
+    async with _producer(job) as p:  # start() gets the producer id: before the clock
+        await p.partitions_for(job.topic)
+
+        async def send(value: bytes) -> Any:
+            return await p.send(job.topic, value)
+
+        return await produce_txn_async(job, meter, send, p.begin_transaction,
+                                       p.commit_transaction)
+
+
 async def _consume(job: Job, meter: MeterLike) -> dict[str, Any]:
     c = _consumer(job)
     await c.start()
@@ -89,6 +109,10 @@ async def _latency(job: Job, meter: MeterLike) -> dict[str, Any]:
 
 def produce(job: Job, meter: MeterLike) -> dict[str, Any]:
     return asyncio.run(_produce(job, meter))
+
+
+def produce_txn(job: Job, meter: MeterLike) -> dict[str, Any]:
+    return asyncio.run(_produce_txn(job, meter))
 
 
 def consume(job: Job, meter: MeterLike) -> dict[str, Any]:

@@ -9,7 +9,14 @@ from typing import Any
 
 import aiokproto
 from aiokproto.structs import TopicPartition
-from benchmarks.clients.common import MeterLike, consume_async, latency_async, produce_async
+from benchmarks.clients.common import (
+    MeterLike,
+    consume_async,
+    latency_async,
+    produce_async,
+    produce_txn_async,
+    transactional_id,
+)
 from benchmarks.scenarios import BATCH_SIZE, Job
 
 
@@ -21,13 +28,18 @@ def _producer(job: Job) -> Any:
     from aiokproto.producer import Producer  # imported late: a missing one is a FAILED run
 
     s = job.scenario
+    # transactions need idempotence (aiokproto refuses enable_idempotence=False with them)
+    identity: dict[str, Any] = (
+        {"transactional_id": transactional_id(job)} if s.txn_records
+        else {"enable_idempotence": False}
+    )  # fmt: skip
     return Producer(
         bootstrap_servers=job.bootstrap_servers,
         acks="all" if s.acks == "all" else 1,
         compression_type=s.compression,
         linger_ms=s.linger_ms,
         batch_size=BATCH_SIZE,
-        enable_idempotence=False,
+        **identity,
     )
 
 
@@ -76,6 +88,19 @@ async def _produce(job: Job, meter: MeterLike) -> dict[str, Any]:
         return await produce_async(job, meter, send, p.flush)
 
 
+async def _produce_txn(job: Job, meter: MeterLike) -> dict[str, Any]:
+    async with _producer(job) as p:  # start() gets the producer id: before the clock
+        await _warm_metadata(p, job.topic)
+
+        async def send(value: bytes) -> Any:
+            return await p.send(job.topic, value)
+
+        async def begin() -> None:
+            await p.begin_transaction()
+
+        return await produce_txn_async(job, meter, send, begin, p.commit_transaction)
+
+
 async def _consume(job: Job, meter: MeterLike) -> dict[str, Any]:
     async with _consumer(job) as c:
         await _assign(c, job)
@@ -96,6 +121,10 @@ async def _latency(job: Job, meter: MeterLike) -> dict[str, Any]:
 
 def produce(job: Job, meter: MeterLike) -> dict[str, Any]:
     return asyncio.run(_produce(job, meter))
+
+
+def produce_txn(job: Job, meter: MeterLike) -> dict[str, Any]:
+    return asyncio.run(_produce_txn(job, meter))
 
 
 def consume(job: Job, meter: MeterLike) -> dict[str, Any]:

@@ -151,9 +151,53 @@ def values_for(job: Job) -> list[bytes]:
     return value_pool(job.scenario.value_size)
 
 
+def transactional_id(job: Job) -> str:
+    """Each run its own: no client fences another, and none inherits an open
+    transaction from an earlier run."""
+    return f"bench-{job.client}-{job.topic}"
+
+
 # -- async drivers ----------------------------------------------------------------------
 
 SendFn = Callable[[bytes], Awaitable[Any]]
+
+
+class Outstanding:
+    """What ``send`` returned for each record: asyncio-style futures report to the
+    ``Delivery`` through a done callback; other awaitables are kept, oldest first, and
+    tallied as they finish (done ones as we go, so memory stays flat)."""
+
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+        self.pending: deque[Any] = deque()
+
+    def add(self, fut: Any, i: int) -> None:
+        if hasattr(fut, "add_done_callback"):
+            fut.add_done_callback(self.delivery.future_done)
+            return
+        self.pending.append(fut)
+        if i % 1024 == 0:
+            while self.pending and _is_done(self.pending[0]):
+                self.delivery.future_done(self.pending.popleft())
+
+    async def settle(self, n: int) -> None:
+        """Await what is left (after a flush or commit), then let the last done
+        callbacks, which run on the loop, have their turn."""
+        delivery = self.delivery
+        while self.pending:
+            aw = self.pending.popleft()
+            if _is_done(aw):
+                delivery.future_done(aw)
+                continue
+            try:
+                await aw
+                delivery.ok()
+            except Exception as exc:
+                delivery.error(exc)
+        for _ in range(100):
+            if delivery.acked + delivery.failed >= n:
+                break
+            await asyncio.sleep(0.01)
 
 
 async def produce_async(
@@ -164,35 +208,40 @@ async def produce_async(
     pool = values_for(job)
     n = job.scenario.records
     delivery = Delivery()
-    # plain awaitables, oldest first; done ones are tallied as we go so memory stays flat
-    pending: deque[Any] = deque()
+    outstanding = Outstanding(delivery)
     meter.start()
     for i in range(n):
-        fut = await send(pool[i % POOL_SIZE])
-        if hasattr(fut, "add_done_callback"):
-            fut.add_done_callback(delivery.future_done)
-        else:
-            pending.append(fut)
-            if i % 1024 == 0:
-                while pending and _is_done(pending[0]):
-                    delivery.future_done(pending.popleft())
+        outstanding.add(await send(pool[i % POOL_SIZE]), i)
     await flush()
-    for aw in pending:
-        if _is_done(aw):
-            delivery.future_done(aw)
-            continue
-        try:
-            await aw
-            delivery.ok()
-        except Exception as exc:
-            delivery.error(exc)
-    # done callbacks run on the loop: give the last ones a turn after flush resolved
-    for _ in range(100):
-        if delivery.acked + delivery.failed >= n:
-            break
-        await asyncio.sleep(0.01)
+    await outstanding.settle(n)
     meter.stop()
     return delivery.fields()
+
+
+async def produce_txn_async(
+    job: Job,
+    meter: MeterLike,
+    send: SendFn,
+    begin: Callable[[], Awaitable[Any]],
+    commit: Callable[[], Awaitable[Any]],
+) -> dict[str, Any]:
+    """``produce_async`` in transactions of ``txn_records`` records: begin, send them,
+    commit (which delivers them), then the next. A failed commit raises: the run fails."""
+    pool = values_for(job)
+    n, size = job.scenario.records, job.scenario.txn_records
+    delivery = Delivery()
+    outstanding = Outstanding(delivery)
+    committed = 0
+    meter.start()
+    for first in range(0, n, size):
+        await begin()
+        for i in range(first, min(first + size, n)):
+            outstanding.add(await send(pool[i % POOL_SIZE]), i)
+        await commit()
+        committed += 1
+    await outstanding.settle(n)
+    meter.stop()
+    return {**delivery.fields(), "transactions": committed}
 
 
 FetchFn = Callable[[], Awaitable[Iterable[bytes | None]]]

@@ -10,7 +10,13 @@ from typing import Any
 from confluent_kafka.aio import AIOConsumer, AIOProducer
 
 from benchmarks.clients import confluent_sync
-from benchmarks.clients.common import MeterLike, consume_async, latency_async, produce_async
+from benchmarks.clients.common import (
+    MeterLike,
+    consume_async,
+    latency_async,
+    produce_async,
+    produce_txn_async,
+)
 from benchmarks.scenarios import Job
 
 
@@ -27,6 +33,19 @@ async def _produce(job: Job, meter: MeterLike) -> dict[str, Any]:
             return await p.produce(job.topic, value)
 
         return await produce_async(job, meter, send, p.flush)
+
+
+async def _produce_txn(job: Job, meter: MeterLike) -> dict[str, Any]:
+    async with AIOProducer(confluent_sync.txn_producer_config(job)) as p:
+        await p.init_transactions(30)  # the producer id, before the clock starts
+        await p.list_topics(job.topic, timeout=30)
+
+        async def send(value: bytes) -> Any:
+            return await p.produce(job.topic, value)
+
+        # both flush the records buffered in Python first
+        return await produce_txn_async(job, meter, send, p.begin_transaction,
+                                       p.commit_transaction)
 
 
 async def _consume(job: Job, meter: MeterLike) -> dict[str, Any]:
@@ -67,6 +86,10 @@ async def _latency(job: Job, meter: MeterLike) -> dict[str, Any]:
 
 def produce(job: Job, meter: MeterLike) -> dict[str, Any]:
     return asyncio.run(_produce(job, meter))
+
+
+def produce_txn(job: Job, meter: MeterLike) -> dict[str, Any]:
+    return asyncio.run(_produce_txn(job, meter))
 
 
 def consume(job: Job, meter: MeterLike) -> dict[str, Any]:

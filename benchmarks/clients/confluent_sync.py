@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import confluent_kafka
@@ -15,6 +16,7 @@ from benchmarks.clients.common import (
     MeterLike,
     Schedule,
     consume_sync,
+    transactional_id,
     values_for,
 )
 from benchmarks.payloads import POOL_SIZE, WARMUP_SEQ, stamp
@@ -37,6 +39,12 @@ def producer_config(job: Job) -> dict[str, Any]:
         # room for a whole run in the local queue; back-pressure is still handled below
         "queue.buffering.max.messages": 1_000_000,
     }
+
+
+def txn_producer_config(job: Job) -> dict[str, Any]:
+    """``producer_config`` for a transactional run: transactions need idempotence."""
+    return {**producer_config(job), "enable.idempotence": True,
+            "transactional.id": transactional_id(job)}
 
 
 def consumer_config(job: Job) -> dict[str, Any]:
@@ -67,11 +75,8 @@ def values_of(messages: list[Any], errors: list[str]) -> list[bytes | None]:
     return out
 
 
-def produce(job: Job, meter: MeterLike) -> dict[str, Any]:
-    p = Producer(producer_config(job))
-    p.list_topics(job.topic, timeout=30)  # metadata before the clock starts
-    pool = values_for(job)
-    delivery = Delivery()
+def reporter(delivery: Delivery) -> Callable[[Any, Any], None]:
+    """librdkafka's ``on_delivery`` callback, counting into ``delivery``."""
 
     def on_delivery(err: Any, _msg: Any) -> None:
         if err is None:
@@ -79,10 +84,17 @@ def produce(job: Job, meter: MeterLike) -> dict[str, Any]:
         else:
             delivery.error(err)
 
+    return on_delivery
+
+
+def _produce_range(
+    p: Producer, job: Job, pool: list[bytes], indices: range, delivery: Delivery
+) -> None:
+    """Hand records ``indices`` to librdkafka, waiting out a full local queue."""
     topic = job.topic
     produce_one = p.produce
-    meter.start()
-    for i in range(job.scenario.records):
+    on_delivery = reporter(delivery)
+    for i in indices:
         while True:
             try:
                 produce_one(topic, pool[i % POOL_SIZE], on_delivery=on_delivery)
@@ -91,9 +103,39 @@ def produce(job: Job, meter: MeterLike) -> dict[str, Any]:
                 p.poll(0.05)
         if i % 1000 == 0:
             p.poll(0)
+
+
+def produce(job: Job, meter: MeterLike) -> dict[str, Any]:
+    p = Producer(producer_config(job))
+    p.list_topics(job.topic, timeout=30)  # metadata before the clock starts
+    pool = values_for(job)
+    delivery = Delivery()
+    meter.start()
+    _produce_range(p, job, pool, range(job.scenario.records), delivery)
     left = p.flush(job.timeout_s * 0.8)
     meter.stop()
     return {**delivery.fields(), "unflushed": left}
+
+
+def produce_txn(job: Job, meter: MeterLike) -> dict[str, Any]:
+    """Transactions of ``txn_records``; ``commit_transaction`` flushes (and serves the
+    delivery reports) before it commits. A failed commit raises: the run fails."""
+    p = Producer(txn_producer_config(job))
+    p.init_transactions(30)  # the producer id, before the clock starts
+    p.list_topics(job.topic, timeout=30)
+    pool = values_for(job)
+    delivery = Delivery()
+    n, size = job.scenario.records, job.scenario.txn_records
+    committed = 0
+    meter.start()
+    for first in range(0, n, size):
+        p.begin_transaction()
+        _produce_range(p, job, pool, range(first, min(first + size, n)), delivery)
+        p.commit_transaction(job.timeout_s * 0.8)
+        committed += 1
+    left = p.flush(job.timeout_s * 0.8)
+    meter.stop()
+    return {**delivery.fields(), "unflushed": left, "transactions": committed}
 
 
 def consume(job: Job, meter: MeterLike) -> dict[str, Any]:
@@ -131,12 +173,7 @@ def latency(job: Job, meter: MeterLike) -> dict[str, Any]:
             if m is not None:
                 rec.add(values_of([m], errors))
 
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is None:
-            delivery.ok()
-        else:
-            delivery.error(err)
-
+    on_delivery = reporter(delivery)
     p = Producer(producer_config(job))
     t = threading.Thread(target=consume_loop, name="bench-consumer")
     t.start()

@@ -44,6 +44,21 @@ def test_tiny_session_validates_every_run(kafka: KafkaService, tmp_path: Path) -
     assert "FAILED" not in md
 
 
+def test_transactional_runs_are_read_back(kafka: KafkaService) -> None:
+    """Each transactional client commits three transactions (the last one short); the
+    parent reads them back read_committed and counts the commit markers."""
+    clients = ["aiokproto", "confluent-kafka", "aiokafka"]
+    scenario = Scenario("produce", 100, 2_500, acks="all", txn_records=1_000)
+    opts = runner.RunOptions(scenarios=[scenario], clients=clients, runs=1, warmup_records=0,
+                             bootstrap_servers=kafka.bootstrap_servers, progress=lambda m: None)
+    runs = runner.run_session(opts)["runs"]
+    assert [r["client"] for r in runs] == clients
+    for r in runs:
+        assert r["valid"], (r["client"], r["reasons"])
+        assert (r["transactions"], r["committed_records"], r["offsets_delta"]) == (3, 2_500,
+                                                                                   2_503)
+
+
 async def test_a_short_count_is_caught(kafka: KafkaService) -> None:
     """A consumer that gets fewer records than the scenario asked for is invalid: here the
     topic holds 300 records and the scenario claims 500."""

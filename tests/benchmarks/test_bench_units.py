@@ -3,11 +3,13 @@ summaries and rendering. No broker."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
 
 from benchmarks import java_tools, machine, report
+from benchmarks.clients import ADAPTERS
 from benchmarks.payloads import (
     POOL_SIZE,
     STAMP_SIZE,
@@ -17,6 +19,7 @@ from benchmarks.payloads import (
     value_pool,
 )
 from benchmarks.scenarios import (
+    TXN_RECORDS,
     Job,
     Scenario,
     full_matrix,
@@ -80,7 +83,8 @@ def test_scenario_ids_are_unique_and_readable() -> None:
     assert "produce 1KB acks=all p8 zstd" in ids
     assert "consume 1KB p8 lz4" in ids
     # full = every size x acks x partitions x codec for produce, same minus acks for consume
-    assert sum(s.kind == "produce" for s in full) == 2 * 2 * 2 * 3
+    assert sum(s.kind == "produce" and not s.txn_records for s in full) == 2 * 2 * 2 * 3
+    assert "produce txn 100B p1 none" in ids
     assert sum(s.kind == "consume" for s in full) == 2 * 2 * 3
     assert any(s.kind == "latency" for s in full)
 
@@ -111,6 +115,40 @@ def test_quick_matrix_is_a_subset_of_the_issue_list() -> None:
 def test_bad_scenarios_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         Scenario(**kwargs)
+
+
+def test_transactional_scenarios() -> None:
+    s = Scenario("produce", 100, 2_500, acks="all", txn_records=1000)
+    assert s.id == "produce txn 100B p1 none"
+    assert (s.entry, s.transactions) == ("produce_txn", 3)  # the last one is short
+    assert (PRODUCE.entry, PRODUCE.transactions) == ("produce", 0)
+    assert any(q.txn_records == TXN_RECORDS for q in quick_matrix())
+    back = Job.from_json(Job("aiokafka", s, "b", "t", 0, 1.0).to_json())
+    assert back.scenario == s
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kind": "consume", "value_size": 100, "records": 10, "txn_records": 5},
+        {"kind": "produce", "value_size": 100, "records": 10, "txn_records": 5},  # acks=1
+        {"kind": "produce", "value_size": 100, "records": 10, "acks": "all",
+         "txn_records": -1},
+    ],
+)
+def test_bad_transactional_scenarios_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        Scenario(**kwargs)
+
+
+def test_only_transactional_adapters_get_transactional_scenarios() -> None:
+    txn = Scenario("produce", 100, 10, acks="all", txn_records=5)
+    able = {name for name, a in ADAPTERS.items() if a.supports(txn)}
+    assert {"aiokproto", "confluent-kafka", "aiokafka"} <= able
+    assert "java-perf" not in able and "kafka-python" not in able
+    for name in able:
+        assert hasattr(importlib.import_module(ADAPTERS[name].module), "produce_txn"), name
+    assert all(a.supports(PRODUCE) == ("produce" in a.kinds) for a in ADAPTERS.values())
 
 
 def test_job_round_trips_through_json() -> None:
@@ -196,6 +234,43 @@ def test_valid_produce_run() -> None:
 def test_invalid_produce_runs(change: dict[str, Any], delta: int | None, needle: str) -> None:
     reasons = check_run(PRODUCE, {**good_produce(), **change}, delta)
     assert reasons
+    assert any(needle in r for r in reasons), reasons
+
+
+TXN = Scenario("produce", 100, 2_500, acks="all", txn_records=1000)  # 3 transactions
+TXN8 = Scenario("produce", 100, 2_500, partitions=8, acks="all", txn_records=1000)
+
+
+def good_txn() -> dict[str, Any]:
+    return {**good_produce(), "acked": 2_500, "transactions": 3}
+
+
+def test_valid_transactional_runs() -> None:
+    # the records plus one commit marker per transaction (and partition it wrote to)
+    assert check_run(TXN, good_txn(), 2_503, 2_500) == []
+    assert check_run(TXN8, good_txn(), 2_503, 2_500) == []
+    assert check_run(TXN8, good_txn(), 2_524, 2_500) == []
+
+
+@pytest.mark.parametrize(
+    ("scenario", "change", "delta", "committed", "needle"),
+    [
+        (TXN, {}, 2_500, 2_500, "grew by 2500, expected 2503 (2500 records and a commit"),
+        (TXN, {}, 2_504, 2_500, "grew by 2504, expected 2503"),
+        (TXN8, {}, 2_525, 2_500, "expected 2503 to 2524"),
+        # an aborted transaction moves the end offsets too: only reading back tells
+        (TXN, {}, 2_503, 1_500, "a read_committed consumer read 1500 records, expected 2500"),
+        (TXN, {}, 2_503, None, "could not be read back"),
+        (TXN, {}, None, 2_500, "end offsets could not be read"),
+        (TXN, {"transactions": 2}, 2_503, 2_500, "2 of 3 transactions committed"),
+        (TXN, {"acked": 2_000}, 2_503, 2_500, "2000 of 2500 records acknowledged"),
+    ],
+)
+def test_invalid_transactional_runs(
+    scenario: Scenario, change: dict[str, Any], delta: int | None, committed: int | None,
+    needle: str,
+) -> None:
+    reasons = check_run(scenario, {**good_txn(), **change}, delta, committed)
     assert any(needle in r for r in reasons), reasons
 
 

@@ -146,6 +146,7 @@ async def test_calls_outside_their_state_are_refused_clearly(
     with pytest.raises(IllegalStateError, match="not started"):
         p.begin_transaction()
     async with p:
+        assert await p.partitions_for(topic_name) == {0}  # no transaction needed
         with pytest.raises(IllegalStateError, match="begin_transaction"):
             await p.send(topic_name, b"outside")
         with pytest.raises(IllegalStateError, match="begin_transaction"):
