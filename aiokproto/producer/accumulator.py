@@ -361,9 +361,8 @@ class Accumulator:
             return
         pq = batch.queue
         pq.resolved(batch)
-        builder = batch.builder
-        if (builder.producer_id, builder.producer_epoch) == pq.identity:
-            pq.confirmed = True  # the leader knows this identity now
+        if batch.builder.producer_id == pq.identity.producer_id >= 0:
+            pq.confirmed = True  # the leader knows this producer now
         if not batch.future.done():
             batch.future.set_result(result)
 

@@ -132,7 +132,7 @@ class PartitionQueue:
         self.next_sequence = 0
         self.unresolved: deque[ProducerBatch] = deque()
         self.needs_reset = False
-        # a batch of this partition was acknowledged under the current identity: the
+        # a batch of this partition was acknowledged under the current producer id: the
         # leader has our producer state. Until then one batch goes at a time, since a
         # leader with no state accepts any first sequence (batches 2..5 could be
         # written before a batch 1 that met NOT_LEADER while leadership arrived)
@@ -161,10 +161,14 @@ class PartitionQueue:
             self.unresolved.clear()
         elif self.has_sequenced_queued():
             return True  # retries must go out under the identity they were numbered with
+        if identity.producer_id != self.identity.producer_id or self.needs_reset:
+            # the leader may have no state for this producer (a new id, or state it
+            # lost); a new epoch of a known id must start at sequence 0 (the leader
+            # refuses any other), so pipelining stays safe then
+            self.confirmed = False
         self.identity = identity
         self.next_sequence = 0
         self.needs_reset = False
-        self.confirmed = False
         return True
 
     def assign_sequence(self, batch: ProducerBatch) -> None:

@@ -352,14 +352,23 @@ async def test_until_a_batch_is_acknowledged_under_an_identity_one_goes_at_a_tim
     assert again is first  # the retry still goes alone
     rig.acc.complete(first, BatchResult(0, -1, 0))
     assert len(rig.drain().requests) >= 2  # the leader knows us: pipelined
-    rig.acc.set_identity(ProducerIdentity(1, 1))  # a new epoch starts over
     queue = rig.acc.queue("t", 0)
     for batch in list(rig.acc.incomplete):
         rig.acc.complete(batch, BatchResult(0, -1, 0))
+    # a new epoch of the same producer id: the leader refuses any first sequence but 0
+    # from it, so pipelining stays safe
+    rig.acc.set_identity(ProducerIdentity(1, 1))
+    for _ in range(8):
+        rig.send()
+    assert len(rig.drain().requests) >= 2
+    assert queue.identity == ProducerIdentity(1, 1)
+    for batch in list(rig.acc.incomplete):
+        rig.acc.complete(batch, BatchResult(0, -1, 0))
+    rig.acc.set_identity(ProducerIdentity(2, 0))  # a new producer id starts over
     for _ in range(8):
         rig.send()
     (_, (fresh,)), = rig.drain().requests
-    assert fresh.sequence == 0 and queue.identity == ProducerIdentity(1, 1)
+    assert fresh.sequence == 0 and queue.identity == ProducerIdentity(2, 0)
     assert rig.drain().requests == []
 
 
