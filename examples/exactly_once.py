@@ -75,7 +75,9 @@ async def process(
         while not stop.is_set():
             records = await consumer.getmany(timeout_ms=500, max_records=batch)
             if not records:
-                if idle_exit_s is not None and time.monotonic() - last_input > idle_exit_s:
+                if not consumer.assignment():
+                    last_input = time.monotonic()  # still joining: not idle yet
+                elif idle_exit_s is not None and time.monotonic() - last_input > idle_exit_s:
                     break
                 continue
             last_input = time.monotonic()
