@@ -67,10 +67,24 @@ class ProducerOptions:
         return min(self.max_request_size, self.buffer_memory)
 
 
-def _int(options: Mapping[str, Any], name: str, default: int, *, minimum: int) -> int:
+_INT32_MAX = 2**31 - 1
+_MAX_PROTOCOL_STRING = 32_767  # an int16-length string
+
+
+def _int(
+    options: Mapping[str, Any],
+    name: str,
+    default: int,
+    *,
+    minimum: int,
+    maximum: int = _INT32_MAX,
+) -> int:
+    """An int option in [minimum, maximum] (Java's int configs: int32 by default)."""
     value = options.get(name, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise KafkaConfigError(f"{name} must be an int >= {minimum}, not {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise KafkaConfigError(
+            f"{name} must be an int >= {minimum} and <= {maximum}, not {value!r}"
+        )
     return value
 
 
@@ -99,6 +113,11 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
     txn_id = options.get("transactional_id")
     if txn_id is not None and (not isinstance(txn_id, str) or not txn_id):
         raise KafkaConfigError(f"transactional_id must be a non-empty str, not {txn_id!r}")
+    if txn_id is not None and len(txn_id.encode()) > _MAX_PROTOCOL_STRING:
+        raise KafkaConfigError(
+            f"transactional_id is {len(txn_id.encode())} bytes in UTF-8; the protocol "
+            f"allows {_MAX_PROTOCOL_STRING}"
+        )
     txn_timeout = _int(options, "transaction_timeout_ms", 60_000, minimum=1)
     if txn_id is not None and options.get("enable_idempotence") is False:
         raise KafkaConfigError(
@@ -147,8 +166,8 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
     batch_size = _int(options, "batch_size", 16_384, minimum=1)
     linger_ms = _int(options, "linger_ms", 5, minimum=0)
     max_request_size = _int(options, "max_request_size", 1_048_576, minimum=1)
-    buffer_memory = _int(options, "buffer_memory", 33_554_432, minimum=1)
-    max_block_ms = _int(options, "max_block_ms", 60_000, minimum=0)
+    buffer_memory = _int(options, "buffer_memory", 33_554_432, minimum=1, maximum=2**63 - 1)
+    max_block_ms = _int(options, "max_block_ms", 60_000, minimum=0, maximum=2**63 - 1)
     delivery_default = max(120_000, linger_ms + config.request_timeout_ms)
     delivery = _int(options, "delivery_timeout_ms", delivery_default, minimum=1)
     if "delivery_timeout_ms" in options and delivery < linger_ms + config.request_timeout_ms:

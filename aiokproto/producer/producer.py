@@ -166,6 +166,60 @@ def _check_timestamp(timestamp_ms: Any) -> int:
     return timestamp_ms
 
 
+def _int_in(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _checked_group(group: Any) -> ConsumerGroupMetadata:
+    """``consumer.group_metadata()`` or a group id, every field of the wire's type."""
+    if isinstance(group, str):
+        group = ConsumerGroupMetadata(group)
+    what = "send_offsets_to_transaction: group_metadata"
+    if not isinstance(group, ConsumerGroupMetadata):
+        raise KafkaConfigError(
+            f"{what} must be consumer.group_metadata() or a group id, not {group!r}"
+        )
+    if not isinstance(group.group_id, str) or not group.group_id:
+        raise KafkaConfigError(f"{what}: group_id must be a non-empty str, not {group.group_id!r}")
+    if not _int_in(group.generation_id, -1, 2**31 - 1):
+        raise KafkaConfigError(f"{what}: generation_id must be an int32 >= -1")
+    if not isinstance(group.member_id, str):
+        raise KafkaConfigError(f"{what}: member_id must be a str, not {group.member_id!r}")
+    if group.group_instance_id is not None and not isinstance(group.group_instance_id, str):
+        raise KafkaConfigError(f"{what}: group_instance_id must be a str or None")
+    return group
+
+
+def _checked_offsets(
+    offsets: Any,
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets to commit, every field checked before anything is sent."""
+    what = "send_offsets_to_transaction"
+    if not isinstance(offsets, Mapping):
+        raise KafkaConfigError(f"{what}: offsets must be a dict, not {type(offsets).__name__}")
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp, value in offsets.items():
+        if (
+            not isinstance(tp, tuple)
+            or len(tp) != 2
+            or not isinstance(tp[0], str)
+            or not tp[0]
+            or not _int_in(tp[1], 0, 2**31 - 1)
+        ):
+            raise KafkaConfigError(f"{what}: {tp!r} is not a TopicPartition(topic, partition)")
+        om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+        if not _int_in(om.offset, 0, 2**63 - 1):
+            raise KafkaConfigError(
+                f"{what}: the offset for {tp} must be an int >= 0, not {om.offset!r}"
+            )
+        if om.metadata is not None and not isinstance(om.metadata, str):
+            raise KafkaConfigError(f"{what}: metadata for {tp} must be a str, not {om.metadata!r}")
+        if not _int_in(om.leader_epoch, -1, 2**31 - 1):
+            raise KafkaConfigError(f"{what}: leader_epoch for {tp} must be an int32 >= -1")
+        out[TopicPartition(*tp)] = om
+    return out
+
+
 #: transaction states stop() and ``transaction()`` abort
 _OPEN = frozenset({Txn.IN_TRANSACTION, Txn.ABORTABLE_ERROR, Txn.ABORTING})
 
@@ -199,6 +253,9 @@ class Producer:
         self._client: ClusterClient | None = None
         self._sender: Sender | None = None
         self._txn: TransactionManager | None = None  # with transactional_id
+        # transactions begun so far: a send that waited and finds another number has
+        # outlived the transaction it was called in, and buffers nothing
+        self._txn_round = 0
         self._topics: dict[str, _TopicState] = {}
         self._sticky: dict[str, StickyPartitioner] = {}
         # calls waiting for buffer memory, first come first served, and the bytes
@@ -341,6 +398,15 @@ class Producer:
             raise IllegalStateError("send(): the transaction is not open")
         raise IllegalStateError("the Producer is not started; use 'async with' or start()")
 
+    def _check_after_wait(self, txn_round: int) -> NoReturn:
+        """Why a call that waited may not buffer its records now."""
+        if not self._accepting:
+            self._check_running()
+        raise IllegalStateError(
+            f"the transaction this call was made in (number {txn_round}) ended while it "
+            "waited for metadata or buffer space: nothing was buffered"
+        )
+
     def _on_txn_fatal(self, error: KafkaError) -> None:
         """The producer cannot go on (fenced, not authorized...): every record still
         held fails with the error, and every later call raises it."""
@@ -348,7 +414,9 @@ class Producer:
         if sender is not None and sender.fatal is None:
             sender.fatal = error
         self._on_fatal()
-        self._acc.fail_all(error)
+        acc: Accumulator | None = getattr(self, "_acc", None)  # None: start() failed
+        if acc is not None:
+            acc.fail_all(error)
         self._fail_space_waiters(error)
 
     async def _give_sender_a_turn(self) -> None:
@@ -383,6 +451,7 @@ class Producer:
         """
         if self._yield_next:
             await self._give_sender_a_turn()
+        txn_round = self._txn_round
         if not self._plain:
             if not self._accepting:
                 self._check_running()
@@ -431,8 +500,8 @@ class Producer:
         if acc.used + self._reserved + charge > acc.limit or self._space_queue:
             await self._wait_for_space(charge)
             waited = True
-        if waited and not self._accepting:
-            self._check_running()  # stopped (or failed) while this call waited
+        if waited and (not self._accepting or txn_round != self._txn_round):
+            self._check_after_wait(txn_round)  # stopped, failed or transaction over
         if not pq.txn_added:
             self._track(pq)
         batch = pq.open
@@ -516,6 +585,7 @@ class Producer:
             return await self._send_built(topic, values, partition)
         if self._yield_next:
             await self._give_sender_a_turn()
+        txn_round = self._txn_round
         if not self._accepting:
             self._check_running()
         try:
@@ -592,8 +662,8 @@ class Producer:
         if acc.used + self._reserved + total > acc.limit or self._space_queue:
             await self._wait_for_space(total)
             waited = True
-        if waited and not self._accepting:
-            self._check_running()  # stopped (or failed) while this call waited
+        if waited and (not self._accepting or txn_round != self._txn_round):
+            self._check_after_wait(txn_round)  # stopped, failed or transaction over
         # From here on nothing suspends: the call buffers all of it or (a bug) none.
         for pq in queues:
             if not pq.txn_added:
@@ -623,6 +693,7 @@ class Producer:
             raise KafkaConfigError("send_batch: the batch has no records")
         if self._yield_next:
             await self._give_sender_a_turn()
+        txn_round = self._txn_round
         if not self._accepting:
             self._check_running()
         biggest = max(r.charge for r in records)
@@ -636,8 +707,8 @@ class Producer:
         total = sum(r.charge for r in records)
         if acc.used + self._reserved + total > acc.limit or self._space_queue:
             await self._wait_for_space(total)
-        if not self._accepting:
-            self._check_running()
+        if not self._accepting or txn_round != self._txn_round:
+            self._check_after_wait(txn_round)
         # no suspension from here: every record is buffered, or (a bug) none
         if not pq.txn_added:
             self._track(pq)
@@ -710,6 +781,7 @@ class Producer:
         ``await`` (aiokafka's is a plain method)."""
         txn = self._need_txn("begin_transaction")
         txn.begin()
+        self._txn_round += 1
         self._accepting = True
         self._plain = self._no_serializers()
         return DONE
@@ -722,7 +794,7 @@ class Producer:
         ``max_block_ms``) leaves the commit pending: call this again to finish it."""
         txn = self._need_txn("commit_transaction")
         txn.state.check("commit_transaction")
-        self._accepting = self._plain = False
+        self._stop_accepting()
         await txn.commit(self._flush_transaction)
 
     async def _flush_transaction(self) -> None:
@@ -739,8 +811,15 @@ class Producer:
         read_committed consumers."""
         txn = self._need_txn("abort_transaction")
         txn.state.check("abort_transaction")
-        self._accepting = self._plain = False
+        self._stop_accepting()
         await txn.abort(self._wait_in_flight)
+
+    def _stop_accepting(self) -> None:
+        """The transaction ends: sends still waiting (for metadata, for buffer space)
+        wake up now and buffer nothing."""
+        self._accepting = self._plain = False
+        assert self._client is not None
+        self._client.metadata.interrupt_waiters()
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -777,29 +856,11 @@ class Producer:
         the offsets of a member the group has moved past (``CommitFailedError``; abort
         the transaction). A group id alone (aiokafka's form) skips that check."""
         txn = self._need_txn("send_offsets_to_transaction")
-        if isinstance(group_metadata, str):
-            group_metadata = ConsumerGroupMetadata(group_metadata)
-        if not isinstance(group_metadata, ConsumerGroupMetadata) or not group_metadata.group_id:
-            raise KafkaConfigError(
-                "send_offsets_to_transaction: group_metadata must be "
-                f"consumer.group_metadata() or a group id, not {group_metadata!r}"
-            )
-        checked: dict[TopicPartition, int | OffsetAndMetadata] = {}
-        for tp, value in dict(offsets).items():
-            if not isinstance(tp, tuple) or len(tp) != 2:
-                raise KafkaConfigError(
-                    f"send_offsets_to_transaction: {tp!r} is not a TopicPartition"
-                )
-            offset = value.offset if isinstance(value, OffsetAndMetadata) else value
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-                raise KafkaConfigError(
-                    f"send_offsets_to_transaction: the offset for {tp} must be an int >= 0 "
-                    f"or an OffsetAndMetadata, not {value!r}"
-                )
-            checked[TopicPartition(*tp)] = value
+        group = _checked_group(group_metadata)
+        checked = _checked_offsets(offsets)
         if not checked:
             return
-        await txn.send_offsets(checked, group_metadata)
+        await txn.send_offsets(checked, group)
 
     async def partitions_for(self, topic: str) -> set[int]:
         """The topic's partition ids (waits up to ``max_block_ms`` for its metadata)."""

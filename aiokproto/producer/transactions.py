@@ -27,6 +27,7 @@ from aiokproto.errors import (
     FencedInstanceIdError,
     IllegalGenerationError,
     IllegalStateError,
+    InvalidTxnStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -265,9 +266,24 @@ class TransactionManager:
                 lambda r: r.error_code,
                 self._deadline(),
                 max_version=None if self.v2 else _END_TXN_V1_MAX,
+                # v2: the coordinator aborted the transaction itself (it outlived
+                # transaction_timeout_ms) and moved to the next epoch; an abort with
+                # ours is taken as a retry of that abort, so the producer goes on
+                overrides={InvalidTxnStateError.errno: Kind.ABORTABLE}
+                if committed and self.v2
+                else None,
             )
         except KafkaError as exc:
             if committed and self.state.state is Txn.COMMITTING:
+                if isinstance(exc, InvalidTxnStateError):
+                    timed_out = InvalidTxnStateError(
+                        f"{what}: the coordinator has no open transaction to commit: it "
+                        "aborted it, most likely because it outlived transaction_timeout_ms"
+                        f"={self._opts.transaction_timeout_ms}; abort_transaction() and "
+                        "go on"
+                    )
+                    self._fail_with(timed_out)
+                    raise timed_out from exc
                 if not isinstance(exc, KafkaTimeoutError):
                     self._fail_with(exc)
             raise
@@ -452,9 +468,11 @@ class TransactionManager:
         max_version: int | None = None,
         retry_s: float | None = None,
         learn_version: bool = False,
+        overrides: Mapping[int, Kind] | None = None,
     ) -> Any:
         """Send to the coordinator until the answer is clean, an abortable or fatal
-        error (raised; a fatal one also ends the producer) or the deadline."""
+        error (raised; a fatal one also ends the producer) or the deadline.
+        ``overrides``: error code -> kind where this request differs from the rule."""
         key_type, key = coordinator or (TRANSACTION, self.transactional_id)
         coordinators = self._client.coordinators
         attempts = 0
@@ -484,7 +502,7 @@ class TransactionManager:
                     kind = Kind.RETRY
                 else:
                     error = for_code(code)(f"{what} for transactional id {self.transactional_id!r}")
-                    kind = classify(code)
+                    kind = (overrides or {}).get(code) or classify(code)
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
