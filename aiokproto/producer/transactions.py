@@ -101,7 +101,9 @@ class TransactionManager:
         self._to_add: dict[PartitionQueue, None] = {}  # v1: used, not yet added
         self._added: set[PartitionQueue] = set()
         self._groups_added: set[str] = set()  # AddOffsetsToTxn done in this transaction
-        self._offsets_sent = False
+        # a request that may have opened the transaction at the coordinator went out
+        # (answered or not): the transaction then needs an EndTxn
+        self._touched = False
         self._add_wanted = asyncio.Event()
         self._add_task: asyncio.Task[None] | None = None
         self._add_lock = asyncio.Lock()  # held while an AddPartitionsToTxn is out
@@ -149,7 +151,7 @@ class TransactionManager:
         self._to_add.clear()
         self._added.clear()
         self._groups_added.clear()
-        self._offsets_sent = False
+        self._touched = False
         self._acc.sent_in_txn = False
         if not self.v2:
             for pq in self._acc.partition_queues():
@@ -168,6 +170,7 @@ class TransactionManager:
     ) -> None:
         self.state.check("send_offsets_to_transaction")
         deadline = self._deadline()
+        self._touched = True
         try:
             if not self.v2 and group.group_id not in self._groups_added:
                 await self._call(
@@ -182,7 +185,6 @@ class TransactionManager:
                     deadline,
                 )
                 self._groups_added.add(group.group_id)
-            self._offsets_sent = True
             await self._txn_offset_commit(offsets, group, deadline)
         except KafkaError as exc:
             self._fail_with(exc)
@@ -244,7 +246,7 @@ class TransactionManager:
             raise
 
     async def _finish(self, committed: bool) -> None:
-        needed = self._acc.sent_in_txn or bool(self._added) or self._offsets_sent
+        needed = self._acc.sent_in_txn or bool(self._added) or self._touched
         if needed:
             await self._end_txn(committed)
             if not committed and not self.v2:
@@ -263,7 +265,11 @@ class TransactionManager:
                     producer_epoch=identity.epoch,
                     committed=committed,
                 ),
-                lambda r: r.error_code,
+                # an abort the coordinator has no open transaction for has nothing
+                # to do (a request that may have opened one timed out unanswered)
+                (lambda r: r.error_code)
+                if committed
+                else (lambda r: 0 if r.error_code == InvalidTxnStateError.errno else r.error_code),
                 self._deadline(),
                 max_version=None if self.v2 else _END_TXN_V1_MAX,
                 # v2: the coordinator aborted the transaction itself (it outlived
@@ -351,6 +357,7 @@ class TransactionManager:
                 return -1
             return 0
 
+        self._touched = True
         try:
             await self._call(
                 "AddPartitionsToTxn",

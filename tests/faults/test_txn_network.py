@@ -14,6 +14,7 @@ import pytest
 
 from aiokproto import Consumer, Producer
 from aiokproto.errors import KafkaTimeoutError
+from aiokproto.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from aiokproto.protocol.messages.end_txn import EndTxnRequest
 from aiokproto.structs import TopicPartition
 from tests.faults.proxy import FaultProxy
@@ -138,3 +139,47 @@ async def test_stop_during_a_commit_lets_the_end_txn_finish(
     for listener in proxy.listeners:
         await listener.heal()
     assert await committed_values(kafka, topic_name) == [b"committed-while-stopping"]
+
+
+@pytest.fixture
+async def proxy39(kafka39: Any, request: pytest.FixtureRequest) -> AsyncIterator[FaultProxy]:
+    async with FaultProxy(
+        kafka39.bootstrap_servers, seed=zlib.crc32(request.node.nodeid.encode())
+    ) as p:
+        yield p
+    p.check()
+
+
+async def test_v1_an_unanswered_add_partitions_still_gets_its_end_txn(
+    proxy39: FaultProxy, kafka39: Any, topic_name: str
+) -> None:
+    # Transactions v1 (Kafka 3.9): the coordinator added the partition but the answer
+    # was lost. The transaction may be open there, so the abort must end it (else the
+    # coordinator times it out later and fences this producer); an abort it finds
+    # nothing open for has nothing to do.
+    await create_topic(kafka39.bootstrap_servers, topic_name)
+    add_partitions, end_txn = AddPartitionsToTxnRequest.API_KEY, EndTxnRequest.API_KEY
+    async with Producer(
+        bootstrap_servers=proxy39.bootstrap_servers,
+        transactional_id=f"v1-lost-{uuid.uuid4().hex[:8]}",
+        **{**FAST, "max_block_ms": 3_000},
+    ) as p:
+        assert p._txn is not None and not p._txn.v2
+        for listener in proxy39.listeners:
+            listener.blackhole("response", apis=[add_partitions])
+        await p.begin_transaction()
+        handle = await p.send(topic_name, b"never")
+        with pytest.raises(KafkaTimeoutError):
+            await asyncio.wait_for(p.commit_transaction(), 15)
+        with pytest.raises(Exception):  # noqa: B017 - the batch failed, typed or aborted
+            await handle
+        for listener in proxy39.listeners:
+            await listener.heal()
+        ends_before = sum(lst.stats.count("request", end_txn) for lst in proxy39.listeners)
+        await asyncio.wait_for(p.abort_transaction(), 15)
+        ends = sum(lst.stats.count("request", end_txn) for lst in proxy39.listeners)
+        assert ends > ends_before, "the abort sent no EndTxn"
+        async with p.transaction():
+            await p.send(topic_name, b"next")
+    got = await committed_values(kafka39, topic_name)
+    assert got == [b"next"]
