@@ -19,6 +19,8 @@ async def main(bootstrap_servers: str, topic: str) -> None:
     try:
         consumer.assign([tp])
         await consumer.commit({tp: (6, "checkpoint")})
+        # the position may have been looked up before the commit landed: go to it
+        assert await consumer.seek_to_committed(tp) == {tp: 6}
         msg = await consumer.getone()
         assert msg.offset == 6
         assert consumer.last_poll_timestamp(tp) > 0
