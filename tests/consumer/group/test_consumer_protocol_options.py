@@ -67,3 +67,8 @@ def test_a_remote_assignor_needs_the_consumer_protocol() -> None:
     with pytest.raises(KafkaConfigError, match="group_remote_assignor"):
         Consumer(bootstrap_servers=BOOT, group_id="g", group_remote_assignor="uniform")
 
+
+def test_a_pattern_subscription_is_refused_for_now() -> None:
+    c = Consumer(bootstrap_servers=BOOT, group_id="g", group_protocol="consumer")
+    with pytest.raises(KafkaConfigError, match="pattern"):
+        c.subscribe(pattern="t.*")
