@@ -223,3 +223,28 @@ async def test_auto_commit_on_stop_lets_the_next_member_resume(
             b.subscribe([topic_name])
             tps = [TopicPartition(topic_name, p) for p in range(2)]
             assert {tp: await b.committed(tp) for tp in tps} == dict.fromkeys(tps, 25)
+
+
+async def test_unsubscribe_revokes_and_a_new_subscription_rejoins(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    await fill(kafka.bootstrap_servers, topic_name, 2, 5)
+    every = {TopicPartition(topic_name, p) for p in range(2)}
+    timeline = Timeline()
+    async with asyncio.timeout(60):
+        async with member(kafka, f"g-{topic_name}") as c:
+            listener = Listener("a", timeline)
+            c.subscribe([topic_name], listener=listener)
+            await c.getone()
+            assert c.assignment() == every
+            await c.unsubscribe()
+            assert c.assignment() == frozenset()
+            assert events(timeline, "a", "revoking")[-1] == every
+            c.subscribe([topic_name], listener=listener)
+            await c.getone()  # from the committed offsets (auto-commit before revoke)
+            await until(lambda: c.assignment() == every, 20)
+    # (as in Java, on_partitions_assigned is also called for an empty assignment: the
+    # broker's first answer to a rejoin may assign nothing yet)
+    assert [tps for tps in events(timeline, "a", "assigned") if tps] == [every, every]
+    assert not events(timeline, "a", "lost")
