@@ -29,6 +29,8 @@ _GROUP_OPTION_NAMES = frozenset(
         "auto_commit_interval_ms",
         "partition_assignment_strategy",
         "exclude_internal_topics",
+        "group_protocol",
+        "group_remote_assignor",
     }
 )
 

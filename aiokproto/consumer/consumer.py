@@ -38,7 +38,10 @@ from aiokproto.errors import (
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
+    from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
     from aiokproto.consumer.group.coordinator import GroupCoordinator
+
+    Group = GroupCoordinator | ConsumerGroupDriver
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,16 @@ class Consumer:
             raise KafkaConfigError(f"Consumer: {exc}") from None
         self._group_options = {k: v for k, v in own.items() if k in group_names}
         self._group_config: Any = None
+        if self._group_options.get("group_protocol") == "consumer":
+            from aiokproto.consumer.group.config import CLASSIC_ONLY_OPTIONS
+
+            refused = sorted(k for k in CLASSIC_ONLY_OPTIONS if k in self._group_options)
+            if refused:
+                raise KafkaConfigError(
+                    f"{', '.join(refused)} cannot be set with group_protocol='consumer': "
+                    "the broker decides the session and heartbeat interval, and assigns "
+                    "partitions (choose its assignor with group_remote_assignor)"
+                )
         if self._config.group_id is not None:
             from aiokproto.consumer.group.config import GroupConfig
 
@@ -140,7 +153,7 @@ class Consumer:
         self._subs.on_revoking = self._drop_revoking
         self._offsets = OffsetClient(self._client, isolation_level=self._config.isolation)
         self._fetcher = Fetcher(self._client, self._subs, self._config, self._offsets)
-        self._group: GroupCoordinator | None = None
+        self._group: Group | None = None
         self._state = "new"
         # records taken from the fetcher but not yet yielded by async iteration
         self._pending: list[ConsumerRecord] = []
@@ -175,9 +188,7 @@ class Consumer:
             await self._client.start()
             await self._fetcher.start()
             if self._group_config is not None:
-                from aiokproto.consumer.group.coordinator import GroupCoordinator
-
-                self._group = GroupCoordinator(self._client, self._subs, self._group_config)
+                self._group = self._new_group()
                 await self._group.start()
             else:
                 # no group: a subscription means every partition of the subscribed
@@ -191,6 +202,15 @@ class Consumer:
         self._state = "running"
         if self._group is None and self._subs.in_group:
             self._assign_all_subscribed()
+
+    def _new_group(self) -> Group:
+        if self._group_config.group_protocol == "consumer":
+            from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
+
+            return ConsumerGroupDriver(self._client, self._subs, self._group_config)
+        from aiokproto.consumer.group.coordinator import GroupCoordinator
+
+        return GroupCoordinator(self._client, self._subs, self._group_config)
 
     async def _follow_subscription(self) -> None:
         """Without a group: re-assign every partition of the subscription whenever
@@ -295,6 +315,11 @@ class Consumer:
         self._check_not_stopped("subscribe()")
         if listener is not None and self._group_config is None:
             raise KafkaConfigError("a rebalance listener needs group_id (no group, no rebalances)")
+        if pattern is not None and self._group_protocol == "consumer":
+            raise KafkaConfigError(
+                "pattern subscriptions are not supported with group_protocol='consumer' "
+                "yet; subscribe to topic names"
+            )
         self._subs.subscribe(topics, pattern=pattern, listener=listener)
         if self._group is not None:
             self._group.request_rejoin()
@@ -539,7 +564,12 @@ class Consumer:
 
     # -- the group ----------------------------------------------------------------------
 
-    def _need_group(self, what: str, *, while_revoking: bool = False) -> GroupCoordinator:
+    @property
+    def _group_protocol(self) -> str:
+        config = self._group_config
+        return "classic" if config is None else str(config.group_protocol)
+
+    def _need_group(self, what: str, *, while_revoking: bool = False) -> Group:
         self._check_running(while_revoking=while_revoking)
         if self._group is None:
             raise NoGroupError(f"{what} needs a consumer group; create the Consumer with group_id")
@@ -582,7 +612,7 @@ class Consumer:
         return offset
 
     @property
-    def group_coordinator(self) -> GroupCoordinator | None:
+    def group_coordinator(self) -> Group | None:
         return self._group
 
     def group_metadata(self) -> ConsumerGroupMetadata:

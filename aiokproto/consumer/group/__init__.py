@@ -1,5 +1,6 @@
-"""Consumer groups (classic protocol): assignors, the embedded consumer protocol, the
-pure membership state machine and the coordinator task that drives it."""
+"""Consumer groups: the classic protocol (assignors, the embedded consumer protocol, the
+pure membership state machine and the coordinator task that drives it) and the
+consumer protocol of KIP-848 (``ConsumerGroupDriver``)."""
 
 from aiokproto.consumer.group.assignors import (
     Assignor,
@@ -11,6 +12,7 @@ from aiokproto.consumer.group.assignors import (
     StickyAssignor,
 )
 from aiokproto.consumer.group.config import GROUP_OPTIONS, GroupConfig
+from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
 from aiokproto.consumer.group.coordinator import GroupCoordinator
 from aiokproto.consumer.group.errors import CommitFailedError
 from aiokproto.consumer.group.protocol import Assignment, Subscription
@@ -20,6 +22,7 @@ __all__ = [
     "Assignment",
     "Assignor",
     "CommitFailedError",
+    "ConsumerGroupDriver",
     "CooperativeStickyAssignor",
     "GroupConfig",
     "GroupCoordinator",

@@ -11,6 +11,19 @@ if TYPE_CHECKING:
     from aiokproto.consumer.group.assignors import Assignor
 
 
+#: the values of ``group_protocol``
+GROUP_PROTOCOLS = ("classic", "consumer")
+
+#: options of the classic protocol only: with group_protocol="consumer" the broker
+#: decides the session, the heartbeat interval and the assignor (as in Java, setting
+#: one of them is a configuration error)
+CLASSIC_ONLY_OPTIONS = (
+    "partition_assignment_strategy",
+    "session_timeout_ms",
+    "heartbeat_interval_ms",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
     """How a consumer takes part in a group (classic protocol)."""
@@ -30,6 +43,10 @@ class GroupConfig:
     )
     exclude_internal_topics: bool = True
     client_rack: str | None = None
+    # "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848: ConsumerGroupHeartbeat,
+    # assignments computed by the broker with group_remote_assignor)
+    group_protocol: str = "classic"
+    group_remote_assignor: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.group_id, str) or not self.group_id:
@@ -64,6 +81,21 @@ class GroupConfig:
                 raise KafkaConfigError(f"{name} must be True or False")
         if self.client_rack is not None and not isinstance(self.client_rack, str):
             raise KafkaConfigError("client_rack must be a string or None")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise KafkaConfigError(
+                f"group_protocol must be 'classic' or 'consumer', not {self.group_protocol!r}"
+            )
+        remote = self.group_remote_assignor
+        if remote is not None:
+            if not isinstance(remote, str) or not remote:
+                raise KafkaConfigError(
+                    f"group_remote_assignor must be a non-empty str or None, not {remote!r}"
+                )
+            if self.group_protocol != "consumer":
+                raise KafkaConfigError(
+                    "group_remote_assignor needs group_protocol='consumer' (the classic "
+                    "protocol's assignors run in the client: partition_assignment_strategy)"
+                )
         strategy = self.partition_assignment_strategy
         if isinstance(strategy, str):
             # A single name (Java takes a comma-separated list).

@@ -1,0 +1,250 @@
+"""The consumer group protocol (KIP-848, group_protocol="consumer") against the real
+4.3.1 broker: assignments computed by the broker, reconciled by the member (revoke
+first, then assign), commits carrying the member epoch.
+
+Not covered yet: regex subscriptions and static membership with this protocol."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokproto.consumer import Consumer
+from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
+from aiokproto.producer import Producer
+from aiokproto.structs import TopicPartition
+from tests.consumer.conftest import create_topic
+from tests.consumer.test_group_guarantees import (
+    Listener,
+    Timeline,
+    keep_producing,
+    running,
+    until,
+)
+
+
+def member(kafka: Any, group: str, **options: Any) -> Consumer:
+    defaults: dict[str, Any] = {
+        "auto_offset_reset": "earliest",
+        "default_api_timeout_ms": 20_000,
+        "group_protocol": "consumer",
+    }
+    return Consumer(
+        bootstrap_servers=kafka.bootstrap_servers, group_id=group, **{**defaults, **options}
+    )
+
+
+def events(timeline: Timeline, who: str, kind: str) -> list[frozenset[TopicPartition]]:
+    return [tps for _, name, k, tps in timeline.events if name == who and k == kind]
+
+
+def handed_by(timeline: Timeline, who: str) -> set[TopicPartition]:
+    return {tp for _, name, tp, _ in timeline.handed if name == who}
+
+
+def covers(timeline: Timeline, ends: dict[TopicPartition, int]) -> bool:
+    seen: dict[TopicPartition, set[int]] = {}
+    for _, _, tp, offset in timeline.handed:
+        seen.setdefault(tp, set()).add(offset)
+    return all(set(range(end)) <= seen.get(tp, set()) for tp, end in ends.items())
+
+
+async def fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=5) as p:
+        for part in range(partitions):
+            await p.send_batch(
+                topic, [b"%d-%d" % (part, i) for i in range(per_partition)], partition=part
+            )
+        await p.flush()
+
+
+async def test_one_member_gets_every_partition_and_consumes_everything(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=3)
+    await fill(kafka.bootstrap_servers, topic_name, 3, 40)
+    timeline = Timeline()
+    every = {TopicPartition(topic_name, p) for p in range(3)}
+    seen: set[tuple[int, int]] = set()
+    async with asyncio.timeout(60):
+        async with member(kafka, f"g-{topic_name}") as c:
+            c.subscribe([topic_name], listener=Listener("a", timeline))
+            assert isinstance(c.group_coordinator, ConsumerGroupDriver)
+            async for r in c:
+                seen.add((r.partition, r.offset))
+                if len(seen) == 120:
+                    break
+            assert c.assignment() == every
+            assert c.group_metadata().generation_id > 0  # the member epoch
+    assert seen == {(p, o) for p in range(3) for o in range(40)}
+    assert events(timeline, "a", "assigned")[0] == every
+    # stop() left the group: the revoke listener got everything, nothing was lost
+    assert events(timeline, "a", "revoking")[-1] == every
+    assert not events(timeline, "a", "lost")
+
+
+async def test_two_members_split_the_partitions_and_nobody_double_consumes(
+    kafka: Any, topic_name: str
+) -> None:
+    # a consumes alone while records keep coming; b joins: the broker moves partitions
+    # from a to b (a revokes first, commits in its listener, then b gets them). No
+    # partition is handed out by both at once, and every record is handed out.
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=4)
+    group = f"g-{topic_name}"
+    every = {TopicPartition(topic_name, p) for p in range(4)}
+    timeline = Timeline()
+    stop = asyncio.Event()
+    producing = asyncio.ensure_future(keep_producing(kafka.bootstrap_servers, topic_name, stop))
+    a = member(kafka, group, enable_auto_commit=False)
+    b = member(kafka, group, enable_auto_commit=False)
+    la = Listener("a", timeline, a)
+    lb = Listener("b", timeline, b)
+    a.subscribe([topic_name], listener=la)
+    b.subscribe([topic_name], listener=lb)
+    try:
+        async with asyncio.timeout(90):
+            await a.start()
+            async with running(a, "a", timeline):
+                await until(lambda: bool(handed_by(timeline, "a")), 30)
+                await b.start()
+                async with running(b, "b", timeline):
+                    await until(
+                        lambda: bool(a.assignment())
+                        and bool(b.assignment())
+                        and a.assignment() | b.assignment() == every
+                        and not a.assignment() & b.assignment(),
+                        30,
+                    )
+                    mark = len(timeline.handed)
+                    await until(
+                        lambda: {w for _, w, _, _ in timeline.handed[mark:]} == {"a", "b"}, 30
+                    )
+                    stop.set()
+                    await producing
+                    ends = await a.end_offsets(sorted(every))
+                    await until(lambda: covers(timeline, ends), 30)
+    finally:
+        stop.set()
+        await producing
+    timeline.check()
+    moved = set().union(*events(timeline, "b", "assigned"))
+    assert moved, "b never got a partition"
+    # a gave b's partitions back through on_partitions_revoked (and committed there)
+    assert moved <= set().union(*events(timeline, "a", "revoking"))
+    assert la.commits and all(c == "ok" for c in la.commits), la.commits
+    assert all(c == "ok" for c in lb.commits), lb.commits
+    assert la.lost == lb.lost == 0
+
+
+async def test_a_member_that_stops_hands_its_partitions_to_the_other(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=4)
+    await fill(kafka.bootstrap_servers, topic_name, 4, 30)
+    group = f"g-{topic_name}"
+    every = {TopicPartition(topic_name, p) for p in range(4)}
+    timeline = Timeline()
+    a = member(kafka, group)
+    b = member(kafka, group)
+    a.subscribe([topic_name], listener=Listener("a", timeline))
+    b.subscribe([topic_name], listener=Listener("b", timeline))
+    async with asyncio.timeout(90):
+        await a.start()
+        async with running(a, "a", timeline):
+            await b.start()
+            async with running(b, "b", timeline):
+                await until(
+                    lambda: bool(a.assignment())
+                    and bool(b.assignment())
+                    and a.assignment() | b.assignment() == every,
+                    30,
+                )
+                b_had = b.assignment()
+                await until(lambda: covers(timeline, dict.fromkeys(every, 30)), 30)
+            # b left (stop() revoked and sent the leave heartbeat): a gets it all
+            await until(lambda: a.assignment() == every, 30)
+            await fill(kafka.bootstrap_servers, topic_name, 4, 10)
+            await until(lambda: covers(timeline, dict.fromkeys(every, 40)), 30)
+    timeline.check()
+    late = {tp for seq, who, tp, off in timeline.handed if who == "a" and off >= 30}
+    assert b_had <= late, "a did not consume the partitions b gave up"
+    assert events(timeline, "b", "revoking")[-1] == b_had
+
+
+async def test_commit_then_a_new_member_resumes_from_the_committed_offsets(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=3)
+    await fill(kafka.bootstrap_servers, topic_name, 3, 20)
+    group = f"g-{topic_name}"
+    every = sorted(TopicPartition(topic_name, p) for p in range(3))
+    async with asyncio.timeout(90):
+        async with member(kafka, group, enable_auto_commit=False) as a:
+            a.subscribe([topic_name])
+            got = 0
+            async for _ in a:
+                got += 1
+                if got == 60:
+                    break
+            await a.commit()  # every consumed position, with the member epoch
+            assert {tp: await a.committed(tp) for tp in every} == dict.fromkeys(every, 20)
+            # explicit offsets too (partition 0 back to 15)
+            await a.commit({every[0]: 15})
+            assert await a.committed(every[0]) == 15
+        await fill(kafka.bootstrap_servers, topic_name, 3, 10)
+        first: dict[int, int] = {}
+        async with member(kafka, group, enable_auto_commit=False) as b:
+            b.subscribe([topic_name])
+            seen = 0
+            async for r in b:
+                first.setdefault(r.partition, r.offset)
+                seen += 1
+                if seen == 5 + 10 + 10 + 10:
+                    break
+        assert first == {0: 15, 1: 20, 2: 20}
+
+
+async def test_auto_commit_on_stop_lets_the_next_member_resume(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    await fill(kafka.bootstrap_servers, topic_name, 2, 25)
+    group = f"g-{topic_name}"
+    async with asyncio.timeout(60):
+        async with member(kafka, group) as a:
+            a.subscribe([topic_name])
+            got = 0
+            async for _ in a:
+                got += 1
+                if got == 50:
+                    break
+        # stop() auto-committed before revoking
+        async with member(kafka, group) as b:
+            b.subscribe([topic_name])
+            tps = [TopicPartition(topic_name, p) for p in range(2)]
+            assert {tp: await b.committed(tp) for tp in tps} == dict.fromkeys(tps, 25)
+
+
+async def test_unsubscribe_revokes_and_a_new_subscription_rejoins(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    await fill(kafka.bootstrap_servers, topic_name, 2, 5)
+    every = {TopicPartition(topic_name, p) for p in range(2)}
+    timeline = Timeline()
+    async with asyncio.timeout(60):
+        async with member(kafka, f"g-{topic_name}") as c:
+            listener = Listener("a", timeline)
+            c.subscribe([topic_name], listener=listener)
+            await c.getone()
+            assert c.assignment() == every
+            await c.unsubscribe()
+            assert c.assignment() == frozenset()
+            assert events(timeline, "a", "revoking")[-1] == every
+            c.subscribe([topic_name], listener=listener)
+            await c.getone()  # from the committed offsets (auto-commit before revoke)
+            await until(lambda: c.assignment() == every, 20)
+    # (as in Java, on_partitions_assigned is also called for an empty assignment: the
+    # broker's first answer to a rejoin may assign nothing yet)
+    assert [tps for tps in events(timeline, "a", "assigned") if tps] == [every, every]
+    assert not events(timeline, "a", "lost")
