@@ -744,3 +744,10 @@ async def test_transaction_coordinator_killed_mid_transaction_and_mid_commit(
     assert not out_of_order, out_of_order
     assert not failed_after_heal, failed_after_heal
     assert committed_offsets == want_offsets, (committed_offsets, want_offsets)
+
+
+async def test_evicting_the_members_of_a_group_that_never_formed_is_a_no_op(kafka: Any) -> None:
+    # a service killed before it joined leaves no group behind: nothing to remove
+    async with Admin(bootstrap_servers=kafka.bootstrap_servers) as admin:
+        group = f"never-formed-{time.monotonic_ns()}"
+        assert await asyncio.wait_for(evict_members(admin, group, timeout_s=10), 15) == []

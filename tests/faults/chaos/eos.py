@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from aiokproto import Admin, Consumer
+from aiokproto import Admin, AdminBatchError, Consumer
 from aiokproto.cluster.coordinators import GROUP
-from aiokproto.errors import KafkaError, UnknownMemberIdError, for_code
+from aiokproto.errors import GroupIdNotFoundError, KafkaError, UnknownMemberIdError, for_code
 from aiokproto.protocol.messages.leave_group import (
     LeaveGroupRequest,
     LeaveGroupRequestMemberIdentity,
@@ -66,7 +66,12 @@ async def evict_members(admin: Admin, group: str, timeout_s: float = 30.0) -> li
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            desc = (await admin.describe_consumer_groups([group]))[group]
+            try:
+                desc = (await admin.describe_consumer_groups([group]))[group]
+            except AdminBatchError as exc:
+                if isinstance(exc.errors.get(group), GroupIdNotFoundError):
+                    return []  # killed before it ever joined: nobody to remove
+                raise
             members = [m.member_id for m in desc.members]
             if not members:
                 return []
