@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 
 from aiokproto.admin._batch import no_result
 from aiokproto.admin.base import (
@@ -26,6 +26,7 @@ from aiokproto.admin.types import (
 from aiokproto.cluster.coordinators import GROUP
 from aiokproto.cluster.snapshot import ZERO_UUID, BrokerInfo
 from aiokproto.errors import (
+    GroupIdNotFoundError,
     KafkaConfigError,
     KafkaConnectionError,
     KafkaError,
@@ -33,6 +34,7 @@ from aiokproto.errors import (
     UnsupportedVersionError,
 )
 from aiokproto.protocol.base import Request
+from aiokproto.protocol.messages import consumer_group_describe as m_consumer_group_describe
 from aiokproto.protocol.messages import consumer_protocol_assignment as m_assignment
 from aiokproto.protocol.messages import delete_groups as m_delete_groups
 from aiokproto.protocol.messages import describe_groups as m_describe_groups
@@ -44,6 +46,17 @@ from aiokproto.protocol.messages import offset_fetch as m_offset_fetch
 # Consumer groups are those with the consumer protocol type, or "" (simple groups
 # that only commit offsets); share and streams groups are listed by other APIs.
 _CONSUMER_PROTOCOL_TYPES = ("consumer", "")
+
+# ConsumerGroupDescribe's answers for a group DescribeGroups must describe: a classic
+# group, or a broker whose new group protocol is off (3.9 advertises the API and then
+# answers UNSUPPORTED_VERSION for every group).
+_NOT_A_CONSUMER_PROTOCOL_GROUP = (GroupIdNotFoundError.errno, UnsupportedVersionError.errno)
+
+
+_DescribedGroup = m_consumer_group_describe.ConsumerGroupDescribeResponseDescribedGroup
+_DescribedMember = m_consumer_group_describe.ConsumerGroupDescribeResponseMember
+_Assignment = m_consumer_group_describe.ConsumerGroupDescribeResponseAssignment
+_AssignedTopic = m_consumer_group_describe.ConsumerGroupDescribeResponseTopicPartitions
 
 
 class GroupsMixin(AdminBase):
@@ -116,48 +129,82 @@ class GroupsMixin(AdminBase):
         include_authorized_operations: bool = False,
         timeout_ms: int | None = None,
     ) -> dict[str, ConsumerGroupDescription]:
-        """Members, assignments and state of groups (DescribeGroups to each coordinator)."""
-        timeout = self._timeout(timeout_ms)
+        """Members, assignments and state of groups, asked of each group's coordinator.
+
+        ConsumerGroupDescribe (KIP-848) describes groups of the consumer protocol; a
+        classic group (that API says GROUP_ID_NOT_FOUND) or a broker without the API
+        is asked with DescribeGroups instead, as the Java admin does.
+        """
         ops = include_authorized_operations
-        DG = m_describe_groups
 
         async def send(node: int, groups: list[str]) -> Outcome[str, ConsumerGroupDescription]:
-            def build(version: int) -> Request:
-                request = DG.DescribeGroupsRequest(groups=groups)
-                if version >= 3:
-                    request.include_authorized_operations = ops
-                return request
-
-            version, response = await self._send(node, DG.DescribeGroupsRequest, build)
-            coordinator = self._broker_info(node)
-            out: Outcome[str, ConsumerGroupDescription] = {}
-            for g in response.groups:
-                if g.error_code:
-                    message = g.error_message if version >= 6 else None
-                    out[g.group_id] = self._group_error(g.group_id, g.error_code, message)
-                    continue
-                consumer = g.protocol_type == "consumer"
-                out[g.group_id] = ConsumerGroupDescription(
-                    group_id=g.group_id,
-                    is_simple_consumer_group=g.protocol_type == "",
-                    members=tuple(
-                        MemberDescription(
-                            member_id=m.member_id,
-                            group_instance_id=m.group_instance_id,
-                            client_id=m.client_id,
-                            host=m.client_host,
-                            assignment=_assignment(m.member_assignment) if consumer else (),
-                        )
-                        for m in g.members
-                    ),
-                    partition_assignor=g.protocol_data,
-                    state=g.group_state,
-                    coordinator=coordinator,
-                    authorized_operations=_operations(g.authorized_operations, ops),
-                )
+            out, classic = await self._describe_consumer_protocol(node, groups, ops)
+            if classic:
+                out.update(await self._describe_classic(node, classic, ops))
             return out
 
-        return await self._group_batch("describe_consumer_groups", group_ids, send, timeout)
+        return await self._group_batch(
+            "describe_consumer_groups", group_ids, send, self._timeout(timeout_ms)
+        )
+
+    async def _describe_consumer_protocol(
+        self, node: int, groups: list[str], ops: bool
+    ) -> tuple[Outcome[str, ConsumerGroupDescription], list[str]]:
+        """ConsumerGroupDescribe; also returns the groups DescribeGroups must answer."""
+        CGD = m_consumer_group_describe
+        conn = await self.cluster.connection(node)
+        try:
+            version = conn.version_for(CGD.ConsumerGroupDescribeRequest)
+        except UnsupportedVersionError:
+            return {}, groups
+        request = CGD.ConsumerGroupDescribeRequest(
+            group_ids=groups, include_authorized_operations=ops
+        )
+        response = await conn.send(request, version)
+        names = await self._names_of_unnamed_topics(response.groups)
+        coordinator = self._broker_info(node)
+        asked = set(groups)
+        out: Outcome[str, ConsumerGroupDescription] = {}
+        classic: list[str] = []
+        for g in response.groups:
+            if g.group_id not in asked:
+                continue
+            if g.error_code in _NOT_A_CONSUMER_PROTOCOL_GROUP:
+                classic.append(g.group_id)
+            elif g.error_code:
+                out[g.group_id] = self._group_error(g.group_id, g.error_code, g.error_message)
+            else:
+                out[g.group_id] = _consumer_protocol_group(g, coordinator, ops, names)
+        return out, classic
+
+    async def _names_of_unnamed_topics(self, groups: list[_DescribedGroup]) -> dict[uuid.UUID, str]:
+        """Topic names by id, for an assignment entry without a name. Kafka names
+        every topic it reports, so the Metadata request is normally skipped."""
+        if all(t.topic_name for t in _assigned_topics(groups)):
+            return {}
+        return (await self._topic_ids())[1]
+
+    async def _describe_classic(
+        self, node: int, groups: list[str], ops: bool
+    ) -> Outcome[str, ConsumerGroupDescription]:
+        DG = m_describe_groups
+
+        def build(version: int) -> Request:
+            request = DG.DescribeGroupsRequest(groups=groups)
+            if version >= 3:
+                request.include_authorized_operations = ops
+            return request
+
+        version, response = await self._send(node, DG.DescribeGroupsRequest, build)
+        coordinator = self._broker_info(node)
+        out: Outcome[str, ConsumerGroupDescription] = {}
+        for g in response.groups:
+            if g.error_code:
+                message = g.error_message if version >= 6 else None
+                out[g.group_id] = self._group_error(g.group_id, g.error_code, message)
+            else:
+                out[g.group_id] = _classic_group(g, coordinator, ops)
+        return out
 
     def _broker_info(self, node: int) -> BrokerInfo:
         known = self.cluster.metadata.snapshot.brokers.get(node)
@@ -416,3 +463,83 @@ def _assignment(data: bytes | memoryview | None) -> tuple[TopicPartition, ...]:
     return tuple(
         TopicPartition(t.topic, p) for t in decoded.assigned_partitions for p in t.partitions
     )
+
+
+def _classic_group(
+    g: m_describe_groups.DescribeGroupsResponseDescribedGroup, coordinator: BrokerInfo, ops: bool
+) -> ConsumerGroupDescription:
+    """A DescribeGroups answer: a classic group (or a simple one, protocol type "")."""
+    consumer = g.protocol_type == "consumer"
+    return ConsumerGroupDescription(
+        group_id=g.group_id,
+        is_simple_consumer_group=g.protocol_type == "",
+        members=tuple(
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                host=m.client_host,
+                assignment=_assignment(m.member_assignment) if consumer else (),
+            )
+            for m in g.members
+        ),
+        partition_assignor=g.protocol_data,
+        state=g.group_state,
+        coordinator=coordinator,
+        authorized_operations=_operations(g.authorized_operations, ops),
+    )
+
+
+def _consumer_protocol_group(
+    g: _DescribedGroup, coordinator: BrokerInfo, ops: bool, names: Mapping[uuid.UUID, str]
+) -> ConsumerGroupDescription:
+    """A ConsumerGroupDescribe answer: a group of the consumer protocol (KIP-848)."""
+    return ConsumerGroupDescription(
+        group_id=g.group_id,
+        is_simple_consumer_group=False,
+        members=tuple(_consumer_protocol_member(m, names) for m in g.members),
+        partition_assignor=g.assignor_name,
+        state=g.group_state,
+        coordinator=coordinator,
+        authorized_operations=_operations(g.authorized_operations, ops),
+        type="consumer",
+        group_epoch=g.group_epoch,
+        assignment_epoch=g.assignment_epoch,
+        server_assignor=g.assignor_name,
+    )
+
+
+def _consumer_protocol_member(
+    m: _DescribedMember, names: Mapping[uuid.UUID, str]
+) -> MemberDescription:
+    return MemberDescription(
+        member_id=m.member_id,
+        group_instance_id=m.instance_id,
+        client_id=m.client_id,
+        host=m.client_host,
+        assignment=_partitions(m.assignment, names),
+        member_epoch=m.member_epoch,
+        rack=m.rack_id,
+        subscribed_topic_names=tuple(m.subscribed_topic_names),
+        subscribed_topic_regex=m.subscribed_topic_regex or None,  # Kafka sends "" for none
+        target_assignment=_partitions(m.target_assignment, names),
+    )
+
+
+def _partitions(
+    assignment: _Assignment, names: Mapping[uuid.UUID, str]
+) -> tuple[TopicPartition, ...]:
+    """Sorted partitions; a topic with neither a name nor a known id (deleted) is left out."""
+    out: list[TopicPartition] = []
+    for t in assignment.topic_partitions:
+        name = t.topic_name or names.get(t.topic_id, "")
+        if name:
+            out.extend(TopicPartition(name, p) for p in t.partitions)
+    return tuple(sorted(out))
+
+
+def _assigned_topics(groups: Iterable[_DescribedGroup]) -> Iterator[_AssignedTopic]:
+    for g in groups:
+        for m in g.members:
+            yield from m.assignment.topic_partitions
+            yield from m.target_assignment.topic_partitions

@@ -278,15 +278,28 @@ class ConsumerGroupListing:
 
 @dataclass(frozen=True, slots=True)
 class MemberDescription:
+    """A group member. ``assignment`` is its current assignment; the fields after it
+    are reported for consumer-protocol (KIP-848) groups only and are None otherwise."""
+
     member_id: str
     group_instance_id: str | None
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...]
+    member_epoch: int | None = None
+    rack: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    # what the broker's assignor wants the member to own once it has reconciled
+    target_assignment: tuple[TopicPartition, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupDescription:
+    """A group's state and members. ``type`` is "classic" or "consumer" (KIP-848);
+    ``partition_assignor`` is the classic group's protocol or the consumer group's
+    server-side assignor, which ``server_assignor`` also holds (None for classic)."""
+
     group_id: str
     is_simple_consumer_group: bool
     members: tuple[MemberDescription, ...]
@@ -294,6 +307,10 @@ class ConsumerGroupDescription:
     state: str
     coordinator: BrokerInfo
     authorized_operations: frozenset[AclOperation] | None = None
+    type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    server_assignor: str | None = None
 
 
 class OffsetAndMetadata(NamedTuple):

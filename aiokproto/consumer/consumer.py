@@ -315,12 +315,13 @@ class Consumer:
         self._check_not_stopped("subscribe()")
         if listener is not None and self._group_config is None:
             raise KafkaConfigError("a rebalance listener needs group_id (no group, no rebalances)")
-        if pattern is not None and self._group_protocol == "consumer":
-            raise KafkaConfigError(
-                "pattern subscriptions are not supported with group_protocol='consumer' "
-                "yet; subscribe to topic names"
-            )
-        self._subs.subscribe(topics, pattern=pattern, listener=listener)
+        # group_protocol="consumer": the broker matches the regex (RE2/J syntax)
+        self._subs.subscribe(
+            topics,
+            pattern=pattern,
+            listener=listener,
+            broker_regex=self._group_protocol == "consumer",
+        )
         if self._group is not None:
             self._group.request_rejoin()
         elif self._state == "running" and self._subs.in_group:

@@ -112,6 +112,32 @@ def _check_topics(topics: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+# Python flags with an RE2/J inline equivalent; any other flag (VERBOSE, LOCALE) would
+# silently change the meaning, so it is refused.
+_INLINE_FLAGS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"))
+
+
+def _broker_regex(pattern: object) -> str:
+    if isinstance(pattern, re.Pattern):
+        source = pattern.pattern
+        if not isinstance(source, str):
+            raise KafkaConfigError("a topic pattern must be text, not bytes")
+        flags = pattern.flags & ~re.UNICODE
+        inline = "".join(letter for flag, letter in _INLINE_FLAGS if flags & flag)
+        flags &= ~(re.IGNORECASE | re.MULTILINE | re.DOTALL)
+        if flags:
+            raise KafkaConfigError(
+                f"pattern flags {re.RegexFlag(flags)!r} have no RE2/J equivalent; the broker "
+                "matches the regex, so write it without them"
+            )
+        return f"(?{inline}){source}" if inline else source
+    if not isinstance(pattern, str):
+        raise KafkaConfigError(f"pattern must be a str or re.Pattern, not {pattern!r}")
+    if not pattern:
+        raise KafkaConfigError("the topic pattern is empty")
+    return pattern
+
+
 def _check_partitions(partitions: Iterable[TopicPartition]) -> frozenset[TopicPartition]:
     out = []
     for tp in partitions:
@@ -138,6 +164,8 @@ class SubscriptionState:
         self._kind: SubscriptionKind = "none"
         self._topics: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
+        # a regex the broker matches (group_protocol="consumer"): its RE2/J source
+        self._regex: str | None = None
         self._matched: frozenset[str] = frozenset()
         self._listener: ConsumerRebalanceListener | None = None
         self._states: dict[TopicPartition, PartitionState] = {}
@@ -175,8 +203,12 @@ class SubscriptionState:
         *,
         pattern: re.Pattern[str] | str | None = None,
         listener: ConsumerRebalanceListener | None = None,
+        broker_regex: bool = False,
     ) -> None:
-        """Subscribe to topics or to a regex (not both); an empty subscription unsubscribes."""
+        """Subscribe to topics or to a regex (not both); an empty subscription unsubscribes.
+
+        ``broker_regex``: the broker matches the regex (RE2/J syntax), so it is kept as
+        text rather than compiled with Python's ``re`` (``pattern`` stays None)."""
         names = _check_topics(topics)
         if names and pattern is not None:
             raise KafkaConfigError("subscribe() takes topics or a pattern, not both")
@@ -188,22 +220,27 @@ class SubscriptionState:
             raise IllegalStateError(
                 "the consumer has a manual assignment; call unsubscribe() before subscribe()"
             )
-        if isinstance(pattern, str):
+        regex: str | None = None
+        if broker_regex and pattern is not None:
+            regex = _broker_regex(pattern)
+            pattern = None
+        elif isinstance(pattern, str):
             try:
                 pattern = re.compile(pattern)
             except re.error as exc:
                 raise KafkaConfigError(f"invalid topic pattern {pattern!r}: {exc}") from None
         elif pattern is not None and not isinstance(pattern, re.Pattern):
             raise KafkaConfigError(f"pattern must be a str or re.Pattern, not {pattern!r}")
-        if not names and pattern is None:
+        if not names and pattern is None and regex is None:
             self.unsubscribe()
             return
         self._listener = listener
-        if pattern is not None:
-            if self._kind == "pattern" and self._pattern == pattern:
+        if pattern is not None or regex is not None:
+            if self._kind == "pattern" and self._pattern == pattern and self._regex == regex:
                 return
             self._kind = "pattern"
             self._pattern = pattern
+            self._regex = regex
             self._topics = frozenset()
             self._matched = frozenset()
         else:
@@ -212,6 +249,7 @@ class SubscriptionState:
             self._kind = "topics"
             self._topics = names
             self._pattern = None
+            self._regex = None
             self._matched = frozenset()
         self.version += 1
 
@@ -244,6 +282,7 @@ class SubscriptionState:
             self._kind = "none"
             self._topics = frozenset()
             self._pattern = None
+            self._regex = None
             self._matched = frozenset()
 
     def unsubscribe(self) -> None:
@@ -254,6 +293,7 @@ class SubscriptionState:
         self._kind = "none"
         self._topics = frozenset()
         self._pattern = None
+        self._regex = None
         self._matched = frozenset()
         self._listener = None
         self._set_assignment(frozenset())
@@ -265,6 +305,11 @@ class SubscriptionState:
     @property
     def pattern(self) -> re.Pattern[str] | None:
         return self._pattern
+
+    @property
+    def regex(self) -> str | None:
+        """The regex the broker matches (RE2/J source), for group_protocol="consumer"."""
+        return self._regex
 
     @property
     def listener(self) -> ConsumerRebalanceListener | None:

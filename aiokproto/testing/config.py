@@ -173,6 +173,10 @@ def server_properties(
         "log.cleaner.backoff.ms": "1000",
     }
     if not version.startswith("3."):
+        # KIP-848 groups: lower floors let a test set a short session timeout on its
+        # group (consumer.session.timeout.ms); the broker defaults stay Kafka's.
+        props["group.consumer.min.session.timeout.ms"] = "6000"
+        props["group.consumer.min.heartbeat.interval.ms"] = "500"
         props["share.coordinator.state.topic.replication.factor"] = replication
         props["share.coordinator.state.topic.min.isr"] = min_isr
     if security.has_sasl:

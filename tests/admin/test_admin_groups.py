@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as RdTopicPartition
 
-from aiokproto.admin import Admin, AdminBatchError, OffsetAndMetadata, TopicPartition
+from aiokproto.admin import (
+    Admin,
+    AdminBatchError,
+    ConsumerGroupDescription,
+    NewTopic,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from aiokproto.consumer import Consumer as AioConsumer
 from aiokproto.errors import (
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
@@ -21,6 +30,7 @@ from aiokproto.errors import (
 from aiokproto.testing.discovery import KafkaService
 
 Produce = Callable[[str, str, int, list[int]], None]
+Create = Callable[..., Awaitable[None]]
 
 
 def group_name() -> str:
@@ -116,6 +126,7 @@ async def test_group_with_an_active_member(
     assert await admin.delete_consumer_groups([group]) == {group: None}
 
 
+@pytest.mark.kafka39
 async def test_describe_unknown_group(admin: Admin) -> None:
     group = group_name()
     try:
@@ -124,3 +135,168 @@ async def test_describe_unknown_group(admin: Admin) -> None:
         assert isinstance(exc.errors[group], GroupIdNotFoundError)
     else:  # older brokers describe a "Dead" group
         assert described[group].state == "Dead"
+
+
+# -- KIP-848: ConsumerGroupDescribe, with DescribeGroups for classic groups ---------
+
+
+@contextlib.asynccontextmanager
+async def consumer_protocol_members(
+    kafka: KafkaService, group: str, topic: str, count: int
+) -> AsyncIterator[list[AioConsumer]]:
+    """``count`` members of a consumer-protocol group, polled until each owns partitions
+    and they share the topic's partitions out between them."""
+    async with contextlib.AsyncExitStack() as stack:
+        members = [
+            await stack.enter_async_context(
+                AioConsumer(
+                    topic,
+                    bootstrap_servers=kafka.bootstrap_servers,
+                    group_id=group,
+                    group_protocol="consumer",
+                    auto_offset_reset="earliest",
+                    client_id=f"member-{i}",
+                )
+            )
+            for i in range(count)
+        ]
+        async with asyncio.timeout(45):
+            while not _shared_out([m.assignment() for m in members]):
+                await asyncio.gather(*(m.getmany(timeout_ms=100) for m in members))
+        polls = [asyncio.create_task(_keep_polling(m)) for m in members]
+        try:
+            yield members
+        finally:
+            for task in polls:
+                task.cancel()
+            await asyncio.gather(*polls, return_exceptions=True)
+
+
+async def _keep_polling(consumer: AioConsumer) -> None:
+    while True:
+        await consumer.getmany(timeout_ms=200)
+
+
+def _shared_out(assignments: list[frozenset[TopicPartition]]) -> bool:
+    """Every member owns partitions and no partition is owned twice."""
+    owned = [tp for a in assignments for tp in a]
+    return all(assignments) and len(owned) == len(set(owned))
+
+
+async def _reconciled(admin: Admin, group: str, members: int) -> ConsumerGroupDescription:
+    """The group's description once it is Stable with every member's acknowledged
+    assignment equal to its target (clients own partitions a heartbeat earlier)."""
+    async with asyncio.timeout(30):
+        while True:
+            described = (
+                await admin.describe_consumer_groups([group], include_authorized_operations=True)
+            )[group]
+            settled = all(
+                m.assignment and m.assignment == m.target_assignment for m in described.members
+            )
+            if described.state == "Stable" and len(described.members) == members and settled:
+                return described
+            await asyncio.sleep(0.2)
+
+
+@contextlib.contextmanager
+def classic_member(kafka: KafkaService, group: str, topic: str) -> Iterator[Consumer]:
+    """A member of a classic group (librdkafka, protocol "consumer", range/roundrobin)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "group.id": group,
+            "client.id": "classic-client",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        yield consumer
+    finally:
+        consumer.close()
+
+
+async def _until_assigned(consumer: Consumer) -> None:
+    for _ in range(150):
+        await asyncio.to_thread(consumer.poll, 0.2)
+        if consumer.assignment():
+            return
+    raise AssertionError("the classic member got no partitions")
+
+
+async def test_describe_consumer_protocol_group(
+    admin: Admin, kafka: KafkaService, topic_name: str, create: Create
+) -> None:
+    await create(admin, NewTopic(topic_name, num_partitions=4, replication_factor=1))
+    group = group_name()
+    everything = {TopicPartition(topic_name, p) for p in range(4)}
+    async with consumer_protocol_members(kafka, group, topic_name, 2) as consumers:
+        described = await _reconciled(admin, group, 2)
+        owned = {c.assignment() for c in consumers}
+    assert described.type == "consumer" and not described.is_simple_consumer_group
+    assert described.group_epoch and described.group_epoch > 0
+    assert described.assignment_epoch == described.group_epoch
+    assert described.server_assignor in ("uniform", "range")
+    assert described.partition_assignor == described.server_assignor
+    assert described.authorized_operations
+    assert described.coordinator.node_id >= 0
+    assert {m.client_id for m in described.members} == {"member-0", "member-1"}
+    for m in described.members:
+        assert m.member_epoch and m.member_epoch > 0
+        assert m.subscribed_topic_names == (topic_name,)
+        assert m.subscribed_topic_regex is None
+        assert m.group_instance_id is None and m.rack is None and m.host
+        assert m.target_assignment == m.assignment
+    current = [set(m.assignment) for m in described.members]
+    assert set().union(*current) == everything
+    assert sum(map(len, current)) == 4  # no partition twice
+    assert {frozenset(a) for a in current} == owned  # what the clients themselves own
+
+    listed = {g.group_id: g for g in await admin.list_consumer_groups()}
+    assert listed[group].type == "consumer" and listed[group].protocol_type == "consumer"
+    consumer_groups = await admin.list_consumer_groups(types=["consumer"])
+    assert group in {g.group_id for g in consumer_groups}
+    assert group not in {g.group_id for g in await admin.list_consumer_groups(types=["classic"])}
+
+
+@pytest.mark.kafka39  # 3.9.1 answers ConsumerGroupDescribe with UNSUPPORTED_VERSION
+async def test_describe_classic_group_through_the_fallback(
+    admin: Admin, kafka: KafkaService, topic: str
+) -> None:
+    group = group_name()
+    with classic_member(kafka, group, topic) as consumer:
+        await _until_assigned(consumer)
+        described = (await admin.describe_consumer_groups([group]))[group]
+        listed = {g.group_id: g for g in await admin.list_consumer_groups(types=["classic"])}
+    assert described.type == "classic" and described.state == "Stable"
+    assert described.partition_assignor in ("range", "roundrobin")
+    assert described.server_assignor is None
+    assert described.group_epoch is None and described.assignment_epoch is None
+    (member,) = described.members
+    assert member.client_id == "classic-client"
+    assert sorted(member.assignment) == [TopicPartition(topic, p) for p in range(3)]
+    assert member.member_epoch is None and member.target_assignment is None
+    assert member.subscribed_topic_names is None
+    assert listed[group].type == "classic" and listed[group].protocol_type == "consumer"
+
+
+async def test_describe_both_kinds_and_an_unknown_group_in_one_call(
+    admin: Admin, kafka: KafkaService, topic_name: str, create: Create
+) -> None:
+    await create(admin, NewTopic(topic_name, num_partitions=2, replication_factor=1))
+    new, simple, unknown = group_name(), group_name(), group_name()
+    await admin.alter_consumer_group_offsets(simple, {TopicPartition(topic_name, 0): 0})
+    async with consumer_protocol_members(kafka, new, topic_name, 1):
+        await _reconciled(admin, new, 1)
+        with pytest.raises(AdminBatchError) as info:
+            await admin.describe_consumer_groups([new, simple, unknown])
+    results = info.value.results
+    assert results[new].type == "consumer"
+    assert set(results[new].members[0].assignment) == {
+        TopicPartition(topic_name, p) for p in range(2)
+    }
+    assert results[simple].type == "classic" and results[simple].is_simple_consumer_group
+    assert results[simple].state == "Empty" and results[simple].members == ()
+    assert list(info.value.errors) == [unknown]
+    assert isinstance(info.value.errors[unknown], GroupIdNotFoundError)

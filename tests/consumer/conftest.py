@@ -61,3 +61,19 @@ async def create_topic(
                 )
             ]
         )
+
+
+async def set_group_timeouts(
+    bootstrap: str, group: str, *, session_ms: int, heartbeat_ms: int
+) -> None:
+    """KIP-848 groups take their session timeout and heartbeat interval from the group's
+    config (the harness lowers the broker's floors so tests can go down to 6 s)."""
+    from aiokproto.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    resource = ConfigResource(ConfigResourceType.GROUP, group)
+    ops = [
+        AlterConfigOp("consumer.session.timeout.ms", str(session_ms)),
+        AlterConfigOp("consumer.heartbeat.interval.ms", str(heartbeat_ms)),
+    ]
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        await admin.incremental_alter_configs({resource: ops})

@@ -6,9 +6,10 @@ SIGKILLed and replaced, and the broker coordinating the group is SIGKILLed and
 restarted. Afterwards every offset of the log must have been processed at least once
 (by the union of all member processes); reprocessing is counted and reported.
 
-Variants: each assignor (range, roundrobin, sticky, cooperative-sticky) and static
-membership (``group_instance_id``, range). Slice: range, one member kill and one
-coordinator kill. Full: every variant, three rounds of both.
+Variants: each assignor (range, roundrobin, sticky, cooperative-sticky), static
+membership (``group_instance_id``, range), and the KIP-848 protocol
+(``group_protocol="consumer"``, dynamic and static). Slice: range and consumer, one
+member kill and one coordinator kill. Full: every variant, three rounds of both.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from aiokproto import (
 from aiokproto.consumer import CommitFailedError
 from aiokproto.errors import KafkaError, RebalanceInProgressError
 from aiokproto.testing import KafkaHarnessError, LocalKafka
+from tests.consumer.conftest import set_group_timeouts
 from tests.faults.chaos import evidence
 from tests.faults.chaos.injector import Injector, Timeline, heal
 from tests.faults.chaos.ledger import coverage, parse_processed
@@ -47,7 +49,7 @@ PARTITIONS = 12
 MEMBERS = 3
 RATE = 400.0  # records/s arriving while the group churns
 OFFSETS_TOPIC = "__consumer_offsets"
-SLICE_VARIANT = ("range", False)
+SLICE_VARIANTS = (("range", False), ("consumer", False))
 TOLERATED_ERRORS = frozenset({"commit:KafkaTimeoutError"})
 
 
@@ -155,9 +157,9 @@ async def test_commit_fails_fast_when_its_member_leaves_mid_rebalance(
             await asyncio.wait_for(consumer.stop(), 30)
     # Committing in the old generation, or failing with CommitFailedError /
     # RebalanceInProgressError, are all fine; waiting out the timeout is not.
-    assert outcome is None or isinstance(
-        outcome, (CommitFailedError, RebalanceInProgressError)
-    ), f"{outcome!r} after {took:.1f} s"
+    assert outcome is None or isinstance(outcome, (CommitFailedError, RebalanceInProgressError)), (
+        f"{outcome!r} after {took:.1f} s"
+    )
     assert took < poll_limit_s + 5, f"the commit waited {took:.1f} s"
 
 
@@ -203,6 +205,8 @@ async def _wait_drained(
         pytest.param("sticky", False, id="sticky"),
         pytest.param("cooperative-sticky", False, id="cooperative-sticky"),
         pytest.param("range", True, id="static-range"),
+        pytest.param("consumer", False, id="consumer"),
+        pytest.param("consumer", True, id="static-consumer"),
     ],
 )
 async def test_group_churn_processes_every_offset(
@@ -214,8 +218,8 @@ async def test_group_churn_processes_every_offset(
     assignor: str,
     static: bool,
 ) -> None:
-    if not fault_scale.full and (assignor, static) != SLICE_VARIANT:
-        pytest.skip("only range runs in the slice; AIOKPROTO_FAULTS=full runs every variant")
+    if not fault_scale.full and (assignor, static) not in SLICE_VARIANTS:
+        pytest.skip("range and consumer run in the slice; AIOKPROTO_FAULTS=full runs all")
     rounds = fault_scale.pick(1, 3)
     seed = evidence.seed()
     rng = random.Random(seed)
@@ -227,6 +231,9 @@ async def test_group_churn_processes_every_offset(
         )
     view = ClusterView(bootstrap)
     await asyncio.to_thread(view.wait_healthy, [topic_name], 60)
+    if assignor == "consumer":
+        # the members' session timeout is the group's config under KIP-848
+        await set_group_timeouts(bootstrap, group, session_ms=10_000, heartbeat_ms=1_000)
     await asyncio.to_thread(commit_zero, bootstrap, group, topic_name, PARTITIONS)
     timeline = Timeline()
     timeline.note(f"committed: {await asyncio.to_thread(view.committed, group, topic_name, 12)}")

@@ -152,6 +152,9 @@ class ConsumerGroupDriver:
         self._revoking: Effect | None = None  # the revoke in progress (commit, listener)
         self._in_user_code = False
         self._tracked: frozenset[str] = frozenset()
+        # a regex subscription: metadata covers every topic, so the broker's topic ids
+        # resolve whatever the regex matched (topics created later included)
+        self._all_topics = False
         self._metadata_version = -1
         # no heartbeat before this loop time (a back-off after a failure)
         self._retry_at = 0.0
@@ -227,6 +230,7 @@ class ConsumerGroupDriver:
                 if item.done is not None and not item.done.done():
                     item.done.set_result(None)
             self._set_tracked(frozenset())
+            self._want_all_topics(False)
             self._notify()
 
     def in_group_task(self) -> bool:
@@ -272,16 +276,10 @@ class ConsumerGroupDriver:
         """The subscription changed: join, or send the change with the next heartbeat."""
         if self._closed:
             return
-        if self._sub.pattern is not None:
-            self._fail_now(
-                KafkaError(
-                    "pattern subscriptions are not supported with group_protocol='consumer' "
-                    "yet; subscribe to topic names"
-                )
-            )
-            return
         if self._sub.in_group:
-            self._set_tracked(frozenset(self._sub.topics))
+            regex = self._sub.regex is not None
+            self._want_all_topics(regex)
+            self._set_tracked(frozenset() if regex else frozenset(self._sub.topics))
             self._post(_Item(Event.SUBSCRIBE))
         else:
             self._post(_Item(Event.LEAVE))
@@ -297,6 +295,10 @@ class ConsumerGroupDriver:
     def raise_if_failed(self) -> None:
         if self._errors:
             raise self._errors.pop(0)
+        # out of the group for good until subscribe() again: every poll says so, rather
+        # than returning nothing forever
+        if self._fatal is not None and self._machine.state is State.FATAL:
+            raise self._fatal
 
     async def unsubscribe(self) -> None:
         if self._closed or not self._started:
@@ -575,6 +577,19 @@ class ConsumerGroupDriver:
             metadata.untrack(removed)
         self._tracked = topics
 
+    def _want_all_topics(self, on: bool) -> None:
+        if on != self._all_topics:
+            self._client.metadata.want_all_topics(on)
+            self._all_topics = on
+
+    def _subscription(self) -> Subscription:
+        sub = self._sub
+        if not sub.in_group:
+            return Subscription.to_topics(())
+        if sub.regex is not None:
+            return Subscription.to_regex(sub.regex)
+        return Subscription.to_topics(sub.topics)
+
     def _post(self, item: _Item) -> None:
         self._events.put_nowait(item)
 
@@ -728,7 +743,7 @@ class ConsumerGroupDriver:
     async def _heartbeat(self) -> None:
         m, timer, loop = self._machine, self._timer, asyncio.get_running_loop()
         leaving = m.leaving
-        subscription = Subscription.to_topics(self._sub.topics if self._sub.in_group else ())
+        subscription = self._subscription()
         request = self._builder.build(
             member_id=m.member_id,
             epoch=m.epoch,
@@ -857,6 +872,8 @@ class ConsumerGroupDriver:
                 names(sorted(effect.partitions)) or "nothing",
             )
             sub.set_group_assignment(effect.partitions, hold=sub.listener is not None)
+            # a regex: subscription() reports the topics the broker matched and assigned
+            sub.set_matched_topics({tp.topic for tp in effect.partitions})
             try:
                 await self._call_listener("on_partitions_assigned", effect.added)
             finally:

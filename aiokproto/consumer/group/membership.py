@@ -61,7 +61,7 @@ class State(enum.Enum):
     PREPARE_LEAVING = "prepare_leaving"  # releasing partitions (revoke or lost) to leave
     LEAVING = "leaving"  # the next heartbeat (sent at once) has epoch -1/-2
     STALE = "stale"  # left because the poll interval expired; rejoins on the next poll
-    FATAL = "fatal"  # unrecoverable; only a leave (unsubscribe/close) is answered
+    FATAL = "fatal"  # failed; answers a leave, and a new subscribe() joins afresh
 
 
 class Event(enum.Enum):
@@ -300,6 +300,10 @@ _LISTED: dict[State, dict[Input, Transition]] = {
     },
     S.FATAL: {
         In.LEAVE: Transition(S.FATAL, (A.LEAVE_DONE,)),
+        # the application subscribed again after the error (e.g. an instance id that
+        # a crashed process held until its session expired): a fresh join. Java has no
+        # way back from FATAL but a new consumer.
+        In.SUBSCRIBE: _JOIN,
     },
 }
 

@@ -99,7 +99,10 @@ class Harness:
             self.heartbeat()
         effects = m.feed(event, epoch=epoch, assignment=assignment, token=token)
         if before is State.FATAL:
-            assert m.state is State.FATAL, "FATAL is final"
+            if event is Event.SUBSCRIBE:
+                self.failed = False  # a fresh join
+            else:
+                assert m.state is State.FATAL, "FATAL ends only with a new subscription"
         for e in effects:
             self.perform(e)
         self.check()
@@ -212,11 +215,11 @@ def test_every_state_input_pair_is_defined_or_explicitly_ignored() -> None:
     assert len(TABLE) == len(State) * len(Input)
 
 
-def test_fatal_only_answers_a_leave() -> None:
+def test_fatal_only_answers_a_leave_and_a_new_subscription() -> None:
     for inp in Input:
         t = TABLE[(State.FATAL, inp)]
-        assert t.next is State.FATAL
-        assert is_ignored(State.FATAL, inp) == (inp is not Input.LEAVE)
+        assert t.next is (State.JOINING if inp is Input.SUBSCRIBE else State.FATAL)
+        assert is_ignored(State.FATAL, inp) == (inp not in (Input.LEAVE, Input.SUBSCRIBE))
 
 
 def test_states_out_of_the_group_ignore_heartbeat_answers() -> None:
@@ -516,9 +519,14 @@ def test_fatal_heartbeat_errors_lose_partitions_and_fail(error: type[BrokerRespo
     effects = h.feed(heartbeat_event(error.errno))
     assert h.state is State.FATAL
     assert kinds(effects) == [EffectKind.LOSE, EffectKind.FAIL]
-    h.feed(Event.SUBSCRIBE)
+    h.feed(Event.POLL)
     assert h.state is State.FATAL
     assert kinds(h.feed(Event.LEAVE)) == [EffectKind.LEAVE_DONE]
+    # subscribing again joins afresh: epoch 0, nothing owned
+    h.feed(Event.SUBSCRIBE)
+    assert h.state is State.JOINING
+    assert h.machine.epoch == 0
+    assert not h.machine.owned
 
 
 def test_fatal_while_leaving_ends_the_leave() -> None:

@@ -68,7 +68,11 @@ def test_a_remote_assignor_needs_the_consumer_protocol() -> None:
         Consumer(bootstrap_servers=BOOT, group_id="g", group_remote_assignor="uniform")
 
 
-def test_a_pattern_subscription_is_refused_for_now() -> None:
+def test_a_pattern_goes_to_the_broker_as_written() -> None:
+    # RE2/J syntax (\p{Lu}) Python's re refuses: not compiled here, the broker judges it
     c = Consumer(bootstrap_servers=BOOT, group_id="g", group_protocol="consumer")
+    c.subscribe(pattern=r"t\p{Lu}.*")
+    assert c._subs.regex == r"t\p{Lu}.*"
+    classic = Consumer(bootstrap_servers=BOOT, group_id="g")
     with pytest.raises(KafkaConfigError, match="pattern"):
-        c.subscribe(pattern="t.*")
+        classic.subscribe(pattern=r"t\p{Lu}.*")

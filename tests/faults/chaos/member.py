@@ -3,6 +3,8 @@
     python -m tests.faults.chaos.member --bootstrap HOST:PORT --topic T --group G \
         --assignor range --out processed.txt [--instance-id ID] [--log member.log]
 
+``--assignor consumer`` joins with group_protocol="consumer" (KIP-848) instead.
+
 It processes records (a short sleep), appends ``"<partition> <offset>"`` per record to
 ``--out`` (flushed), and only then commits the next offsets: a SIGKILL at any point can
 cause reprocessing, never a skip. SIGTERM stops it gracefully (LeaveGroup unless
@@ -24,7 +26,7 @@ from typing import Any, TextIO
 
 from aiokproto import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokproto.consumer import CommitFailedError
-from aiokproto.errors import KafkaError
+from aiokproto.errors import KafkaError, UnreleasedInstanceIdError
 
 log = logging.getLogger("chaos.member")
 
@@ -70,18 +72,22 @@ async def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
     options: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap,
         "group_id": args.group,
-        "partition_assignment_strategy": (args.assignor,),
         "enable_auto_commit": False,
         # The group's offsets were committed (0) before any member started: a member
         # that cannot find them jumps to the end and the audit counts the skipped ones.
         "auto_offset_reset": "latest",
-        "session_timeout_ms": args.session_timeout_ms,
-        "heartbeat_interval_ms": max(500, args.session_timeout_ms // 5),
         # Longer than any rebalance the churn causes: a commit() that waits for one
         # must not cost the member its membership (that defect has its own test).
         "max_poll_interval_ms": 120_000,
         "max_poll_records": 200,
     }
+    if args.assignor == "consumer":
+        # KIP-848: the broker assigns; session and heartbeat are group configs
+        options["group_protocol"] = "consumer"
+    else:
+        options["partition_assignment_strategy"] = (args.assignor,)
+        options["session_timeout_ms"] = args.session_timeout_ms
+        options["heartbeat_interval_ms"] = max(500, args.session_timeout_ms // 5)
     if args.instance_id:
         options["group_instance_id"] = args.instance_id
     recorder = Recorder()
@@ -89,7 +95,9 @@ async def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
     await consumer.start()
     consumer.subscribe([args.topic], listener=recorder)
     log.info("started: %s", {k: v for k, v in options.items() if k != "bootstrap_servers"})
-    work = asyncio.create_task(_consume(consumer, out, args.process_ms / 1000, counts, stop))
+    work = asyncio.create_task(
+        _consume(consumer, out, args.process_ms / 1000, counts, stop, args.topic, recorder)
+    )
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
@@ -117,12 +125,26 @@ async def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
 
 
 async def _consume(
-    consumer: Consumer, out: TextIO, pause: float, counts: dict[str, Any], stop: asyncio.Event
+    consumer: Consumer,
+    out: TextIO,
+    pause: float,
+    counts: dict[str, Any],
+    stop: asyncio.Event,
+    topic: str,
+    listener: ConsumerRebalanceListener,
 ) -> None:
     """Poll, "process" (sleep), record, then commit; until ``stop`` is set."""
     while not stop.is_set():
         try:
             got = await consumer.getmany(timeout_ms=500)
+        except UnreleasedInstanceIdError:
+            # KIP-848: the SIGKILLed process this one replaces still holds the static
+            # instance id until its session expires; the way back is to subscribe again
+            counts["instance_id_waits"] = counts.get("instance_id_waits", 0) + 1
+            log.info("the instance id is still held; subscribing again in 1 s")
+            await asyncio.sleep(1.0)
+            consumer.subscribe(consumer.subscription() or [topic], listener=listener)
+            continue
         except KafkaError as exc:
             _count(counts, "getmany", exc)
             log.warning("getmany raised %r", exc, exc_info=True)
