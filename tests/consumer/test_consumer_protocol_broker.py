@@ -109,10 +109,12 @@ async def test_two_members_split_the_partitions_and_nobody_double_consumes(
                 await b.start()
                 async with running(b, "b", timeline):
                     await until(
-                        lambda: bool(a.assignment())
-                        and bool(b.assignment())
-                        and a.assignment() | b.assignment() == every
-                        and not a.assignment() & b.assignment(),
+                        lambda: (
+                            bool(a.assignment())
+                            and bool(b.assignment())
+                            and a.assignment() | b.assignment() == every
+                            and not a.assignment() & b.assignment()
+                        ),
                         30,
                     )
                     mark = len(timeline.handed)
@@ -154,9 +156,11 @@ async def test_a_member_that_stops_hands_its_partitions_to_the_other(
             await b.start()
             async with running(b, "b", timeline):
                 await until(
-                    lambda: bool(a.assignment())
-                    and bool(b.assignment())
-                    and a.assignment() | b.assignment() == every,
+                    lambda: (
+                        bool(a.assignment())
+                        and bool(b.assignment())
+                        and a.assignment() | b.assignment() == every
+                    ),
                     30,
                 )
                 b_had = b.assignment()
@@ -204,9 +208,7 @@ async def test_commit_then_a_new_member_resumes_from_the_committed_offsets(
         assert first == {0: 15, 1: 20, 2: 20}
 
 
-async def test_auto_commit_on_stop_lets_the_next_member_resume(
-    kafka: Any, topic_name: str
-) -> None:
+async def test_auto_commit_on_stop_lets_the_next_member_resume(kafka: Any, topic_name: str) -> None:
     await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
     await fill(kafka.bootstrap_servers, topic_name, 2, 25)
     group = f"g-{topic_name}"
@@ -248,3 +250,64 @@ async def test_unsubscribe_revokes_and_a_new_subscription_rejoins(
     # broker's first answer to a rejoin may assign nothing yet)
     assert [tps for tps in events(timeline, "a", "assigned") if tps] == [every, every]
     assert not events(timeline, "a", "lost")
+
+
+async def test_three_members_over_twelve_partitions_move_only_what_must_move(
+    kafka: Any, topic_name: str
+) -> None:
+    # a, b, c own 4 partitions each; c leaves: only c's 4 move (a and b revoke
+    # nothing); d joins: exactly 4 move to d. Every record is handed out exactly once
+    # (commits in the revoke listener), and never by two members at once.
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=12)
+    group = f"g-{topic_name}"
+    every = {TopicPartition(topic_name, p) for p in range(12)}
+    timeline = Timeline()
+    stop = asyncio.Event()
+    producing = asyncio.ensure_future(keep_producing(kafka.bootstrap_servers, topic_name, stop))
+    consumers = {n: member(kafka, group, enable_auto_commit=False) for n in "abcd"}
+    for name, c in consumers.items():
+        c.subscribe([topic_name], listener=Listener(name, timeline, c))
+    a, b, c, d = consumers.values()
+
+    def split(*members: Consumer) -> bool:
+        owned = [m.assignment() for m in members]
+        return sum(map(len, owned)) == 12 and set().union(*owned) == every
+
+    def revoked_since(mark: int, who: str) -> set[TopicPartition]:
+        return {
+            tp for seq, n, k, tps in timeline.events if seq >= mark and n == who
+            if k == "revoking" for tp in tps
+        }  # fmt: skip
+
+    def mark() -> int:
+        return max((seq for seq, *_ in timeline.events), default=0) + 1
+
+    try:
+        async with asyncio.timeout(150):
+            for name in "abc":
+                await consumers[name].start()
+            async with running(a, "a", timeline), running(b, "b", timeline):
+                async with running(c, "c", timeline):
+                    await until(lambda: split(a, b, c) and len(a.assignment()) == 4, 40)
+                    before = {n: consumers[n].assignment() for n in "abc"}
+                    left = mark()
+                # c left (its listener committed)
+                await until(lambda: split(a, b) and len(a.assignment()) == 6, 40)
+                assert revoked_since(left, "a") == revoked_since(left, "b") == set()
+                assert a.assignment() > before["a"] and b.assignment() > before["b"]
+                await d.start()
+                joined = mark()
+                async with running(d, "d", timeline):
+                    await until(lambda: split(a, b, d) and len(d.assignment()) == 4, 40)
+                    gave = revoked_since(joined, "a") | revoked_since(joined, "b")
+                    assert gave == d.assignment(), (gave, d.assignment())
+                    stop.set()
+                    await producing
+                    ends = await a.end_offsets(sorted(every))
+                    await until(lambda: covers(timeline, ends), 40)
+    finally:
+        stop.set()
+        await producing
+    timeline.check()
+    handed = [(tp, offset) for _, _, tp, offset in timeline.handed]
+    assert len(handed) == len(set(handed)), "a record was handed out twice"
