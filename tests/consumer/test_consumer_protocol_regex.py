@@ -129,14 +129,26 @@ async def test_two_members_share_a_regex_subscription(kafka: Any) -> None:
                 pass
 
 
-async def test_a_regex_the_broker_cannot_parse_fails_the_consumer(kafka: Any) -> None:
+async def test_a_regex_the_broker_cannot_parse_fails_every_poll_until_resubscribed(
+    kafka: Any,
+) -> None:
     # a lookahead: valid for Python's re, not for RE2/J
+    pre = prefix()
+    await create_topic(kafka.bootstrap_servers, f"{pre}-a", partitions=1)
     async with asyncio.timeout(60):
-        async with member(kafka, f"g-{prefix()}") as c:
+        async with member(kafka, f"g-{pre}") as c:
             c.subscribe(pattern="(?=x)x.*")
             with pytest.raises(InvalidRegularExpressionError):
                 for _ in range(200):
                     await c.getmany(timeout_ms=200)
+            # not a one-off: the member is out of the group, and every poll says so
+            for _ in range(2):
+                with pytest.raises(InvalidRegularExpressionError):
+                    await c.getmany(timeout_ms=100)
+            # a new subscription joins afresh
+            c.subscribe(pattern=f"{pre}-.*")
+            while c.assignment() != {TopicPartition(f"{pre}-a", 0)}:
+                await c.getmany(timeout_ms=200)
 
 
 async def test_from_a_regex_to_topic_names(kafka: Any) -> None:

@@ -277,6 +277,11 @@ class ConsumerGroupDriver:
         if self._closed:
             return
         if self._sub.in_group:
+            # a new subscription after a fatal group error joins afresh: from now on,
+            # not from when the heartbeat task gets to the event (a task that died
+            # stays fatal)
+            if self._machine.state is State.FATAL and not any(t.done() for t in self._tasks):
+                self._fatal = None
             regex = self._sub.regex is not None
             self._want_all_topics(regex)
             self._set_tracked(frozenset() if regex else frozenset(self._sub.topics))
