@@ -19,7 +19,7 @@ from aiokproto.consumer import Consumer
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic, set_group_timeouts
 from tests.consumer.test_consumer_protocol_broker import fill, member
-from tests.consumer.test_group_guarantees import keep_producing
+from tests.consumer.test_group_guarantees import Listener, Timeline, keep_producing
 from tests.faults.chaos.members import MemberPool
 
 SESSION_MS = 6_000
@@ -169,3 +169,52 @@ async def static_pair(
         stop.set()
         await producing
         pool.kill_everything()
+
+
+async def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(
+    kafka: Any, topic_name: str
+) -> None:
+    # max_poll_interval_ms under KIP-848 (Java's rule): the member sends the leave
+    # heartbeat, its partitions go to the other member and its listener hears
+    # on_partitions_lost; the next poll rejoins and the group splits again.
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=PARTITIONS)
+    group = f"g-{topic_name}"
+    every = frozenset(TopicPartition(topic_name, p) for p in range(PARTITIONS))
+    timeline = Timeline()
+    history = History()
+    async with asyncio.timeout(90):
+        async with (
+            member(kafka, group, max_poll_interval_ms=2_000) as a,
+            member(kafka, group) as b,
+        ):
+            a.subscribe([topic_name], listener=Listener("a", timeline))
+            b.subscribe([topic_name])
+            async with polling(b, history):
+                while len(a.assignment()) != 2:
+                    await a.getmany(timeout_ms=100)
+                # a stops polling
+                await wait_for(lambda: history.current == every, 20, "b took everything")
+                assert [e for e in timeline.events if e[2] == "lost"], timeline.events
+                while len(a.assignment()) != 2:  # polling again rejoins
+                    await a.getmany(timeout_ms=100)
+                await wait_for(lambda: len(history.current) == 2, 20, "the group split again")
+
+
+async def test_manual_assignment_commits_without_joining(kafka: Any, topic_name: str) -> None:
+    # assign() with group_protocol="consumer": no membership at all, yet commits go to
+    # the group's offsets (as a simple consumer group's, generation -1)
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=1)
+    await fill(kafka.bootstrap_servers, topic_name, 1, 10)
+    tp = TopicPartition(topic_name, 0)
+    group = f"g-{topic_name}"
+    async with asyncio.timeout(60):
+        async with member(kafka, group) as c:
+            c.assign([tp])
+            got = await c.getmany(tp, timeout_ms=5_000)
+            while len(got.get(tp, [])) < 4:
+                got = await c.getmany(tp, timeout_ms=5_000, max_records=4)
+            await c.commit({tp: 4})
+            assert await c.committed(tp) == 4
+        async with member(kafka, group) as again:
+            again.assign([tp])
+            assert (await again.getone()).offset == 4
