@@ -9,7 +9,7 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv jars lint typecheck codegen codegen-check test test-fast faults soak demo bench bench-full broker broker-stop broker-status clean
+.PHONY: help venv jars lint typecheck codegen codegen-check test test-fast faults soak demo bench bench-full bench-rebalance broker broker-stop broker-status clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -17,6 +17,7 @@ help:
 	@echo "make faults  - the fault-injection suite at full size (make test runs a slice)"
 	@echo "make soak    - 30 minutes of steady produce+consume; RSS/fd/task slopes"
 	@echo "make bench   - benchmarks against peer clients on one local broker"
+	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make broker / broker-stop - keep a local single-node Kafka running"
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
@@ -86,6 +87,11 @@ bench: venv jars
 bench-full: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks
+
+# aiokproto only (no peer clients): how long a group takes to settle after a member
+# joins or leaves, for classic eager, classic cooperative and KIP-848 (about 4 minutes)
+bench-rebalance: venv jars
+	$(PY) -m benchmarks.rebalance_time
 
 broker: venv jars
 	$(PY) -m aiokproto.testing broker start --version $(KAFKA_VERSION)
