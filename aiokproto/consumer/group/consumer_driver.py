@@ -26,17 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import inspect
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiokproto.cluster.backoff import Backoff
 from aiokproto.cluster.client import ClusterClient
-from aiokproto.consumer.group.committer import GroupOffsets, names
+from aiokproto.consumer.group.committer import names
 from aiokproto.consumer.group.config import GroupConfig
 from aiokproto.consumer.group.errors import CommitFailedError
 from aiokproto.consumer.group.heartbeat import (
@@ -45,6 +42,13 @@ from aiokproto.consumer.group.heartbeat import (
     MemberConfig,
     Subscription,
     response_assignment,
+)
+from aiokproto.consumer.group.member_base import (
+    WATCH_TICK_S,
+    MemberBase,
+    Positions,
+    as_kafka_error,
+    resolve_queued,
 )
 from aiokproto.consumer.group.membership import (
     Effect,
@@ -55,24 +59,20 @@ from aiokproto.consumer.group.membership import (
     heartbeat_event,
 )
 from aiokproto.consumer.group.outcomes import COORDINATOR_ERRORS
-from aiokproto.consumer.subscription import PartitionState, SubscriptionState
+from aiokproto.consumer.subscription import SubscriptionState
 from aiokproto.errors import (
     FencedMemberEpochError,
-    IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     StaleMemberEpochError,
     UnknownMemberIdError,
     for_code,
 )
-from aiokproto.logs import RepeatingWarning
 from aiokproto.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
-_TICK_S = 0.5
-_CLOSE_TIMEOUT_MS = 30_000
 STALE_MEMBER_EPOCH = StaleMemberEpochError.errno
 _MEMBER_GONE = frozenset({UnknownMemberIdError.errno, FencedMemberEpochError.errno})
 
@@ -80,10 +80,6 @@ _MEMBER_GONE = frozenset({UnknownMemberIdError.errno, FencedMemberEpochError.err
 _WORKER_EFFECTS = frozenset(
     {EffectKind.REVOKE_STEP, EffectKind.ASSIGN_STEP, EffectKind.LOSE, EffectKind.REVOKE}
 )
-
-_Positions = tuple[
-    dict[TopicPartition, OffsetAndMetadata], dict[TopicPartition, PartitionState | None]
-]
 
 
 def new_member_id() -> str:
@@ -103,19 +99,24 @@ class _Item:
     token: int | None = None
     error: BaseException | None = None
     done: asyncio.Future[None] | None = None  # a leave: resolved at LEAVE_DONE
-    final: _Positions | None = None  # a leave: what its auto-commit commits
+    final: Positions | None = None  # a leave: what its auto-commit commits
 
 
-class ConsumerGroupDriver:
+class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
     """Membership of one consumer in a ``group_protocol="consumer"`` group; the same
     interface the ``Consumer`` uses of the classic ``GroupCoordinator``."""
+
+    _log = log
+    _CLOSED_MESSAGE = "the group driver is closed"
+    _CLOSE_IN_TASK_MESSAGE = (
+        "close() cannot run inside a rebalance listener: it would wait for itself"
+    )
+    _COMMITS_WHILE_CLOSING_REVOKE = True
 
     def __init__(
         self, client: ClusterClient, subscription: SubscriptionState, config: GroupConfig
     ) -> None:
-        self._client = client
-        self._sub = subscription
-        self.config = config
+        super().__init__(client, subscription, config)
         self._machine = MemberMachine(
             member_id=new_member_id(),
             resolver=self._resolve,
@@ -131,30 +132,11 @@ class ConsumerGroupDriver:
             )
         )
         self._timer = HeartbeatTimer()
-        self._offsets = GroupOffsets(client, config.group_id, config.group_instance_id)
-        cc = client.config
-        self._backoff = Backoff(cc.retry_backoff_ms, cc.retry_backoff_max_ms)
         self._events: asyncio.Queue[_Item] = asyncio.Queue()
         self._work: asyncio.Queue[Effect] = asyncio.Queue()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._worker_task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
-        self._fatal: BaseException | None = None
-        self._errors: list[BaseException] = []
         self._leaves: list[asyncio.Future[None]] = []  # resolved at the next LEAVE_DONE
-        self._final: _Positions | None = None
-        self._started = False
-        self._closed = False
-        self._last_poll = 0.0
-        self._poll_expired = False
-        self._next_auto_commit = 0.0
-        self._last_auto_commit: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._revoking: Effect | None = None  # the revoke in progress (commit, listener)
-        self._in_user_code = False
-        self._tracked: frozenset[str] = frozenset()
-        # a regex subscription: metadata covers every topic, so the broker's topic ids
-        # resolve whatever the regex matched (topics created later included)
-        self._all_topics = False
+        # (_all_topics: a regex subscription; metadata covers every topic, so the
+        # broker's topic ids resolve whatever the regex matched, later topics included)
         self._metadata_version = -1
         # no heartbeat before this loop time (a back-off after a failure)
         self._retry_at = 0.0
@@ -162,87 +144,39 @@ class ConsumerGroupDriver:
         # (joining) waits for the interval if that answer changed nothing
         self._answered_at = -1
         self._pending_error: BaseException | None = None  # for FAIL / REPORT_ERROR
-        self._trouble = RepeatingWarning(log, level=logging.INFO)
         #: assignments reconciled (assign steps done), for tests and diagnostics
         self.reconciliations = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def __aenter__(self) -> ConsumerGroupDriver:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    async def start(self) -> None:
-        if self._started:
-            return
-        if self._closed:
-            raise IllegalStateError("the group driver is closed")
-        self._started = True
-        loop = asyncio.get_running_loop()
-        self._last_poll = loop.time()
-        self._next_auto_commit = loop.time() + self.config.auto_commit_interval_ms / 1000
-        gid = self.config.group_id
-        self._worker_task = loop.create_task(self._worker(), name=f"aiokproto-member-{gid}")
-        self._tasks = [
+    def _start_tasks(self, loop: asyncio.AbstractEventLoop, gid: str) -> list[asyncio.Task[None]]:
+        # the worker task runs the rebalance listeners
+        self._listener_task = loop.create_task(self._worker(), name=f"aiokproto-member-{gid}")
+        return [
             loop.create_task(self._run(), name=f"aiokproto-heartbeat-{gid}"),
-            self._worker_task,
+            self._listener_task,
             loop.create_task(self._watch(), name=f"aiokproto-member-watch-{gid}"),
         ]
-        if self._sub.in_group:
-            self.request_rejoin()
 
     async def close(self, *, timeout_ms: int | None = None) -> None:
         """Final auto-commit, ``on_partitions_revoked``, the leave heartbeat (epoch -1,
         or -2 for a static member), then stop; within ``timeout_ms`` (30 s by
         default). A listener in progress finishes first. Every task is stopped and
         every waiter released, whatever happens to ``close()`` itself."""
-        if self._closed:
-            return
-        if self.in_group_task():
-            raise IllegalStateError(
-                "close() cannot run inside a rebalance listener: it would wait for itself"
-            )
-        self._closed = True
-        timeout = (timeout_ms if timeout_ms is not None else _CLOSE_TIMEOUT_MS) / 1000
-        tasks, self._tasks = self._tasks, []
-        try:
-            if self._started and all(not t.done() for t in tasks):
-                done = asyncio.get_running_loop().create_future()
-                self._post(_Item(Event.LEAVE, done=done))
-                async with asyncio.timeout(timeout):
-                    await done
-        except TimeoutError:
-            log.warning(
-                "group %r: leaving did not finish within %.1f s", self.config.group_id, timeout
-            )
-        finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            self._resolve_leaves()
-            while not self._events.empty():
-                item = self._events.get_nowait()
-                if item.done is not None and not item.done.done():
-                    item.done.set_result(None)
-            self._set_tracked(frozenset())
-            self._want_all_topics(False)
-            self._notify()
+        await super().close(timeout_ms=timeout_ms)
 
-    def in_group_task(self) -> bool:
-        """True when called from the task that runs the rebalance listeners."""
-        task = self._worker_task
-        return task is not None and asyncio.current_task() is task
+    async def _leave_on_close(self, tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
+        if self._started and all(not t.done() for t in tasks):
+            done = asyncio.get_running_loop().create_future()
+            self._post(_Item(Event.LEAVE, done=done))
+            async with asyncio.timeout(timeout_s):
+                await done
+
+    def _release_queued(self) -> None:
+        self._resolve_leaves()
+        resolve_queued(self._events)
 
     # -- what the consumer calls -------------------------------------------------------
-
-    @property
-    def member_id(self) -> str:
-        return self._machine.member_id
 
     @property
     def generation_id(self) -> int:
@@ -256,10 +190,6 @@ class ConsumerGroupDriver:
     @property
     def state(self) -> State:
         return self._machine.state
-
-    @property
-    def revoking(self) -> bool:
-        return self._revoking is not None
 
     def notify_poll(self) -> None:
         loop = asyncio.get_running_loop()
@@ -298,37 +228,17 @@ class ConsumerGroupDriver:
         return m.state is State.STABLE
 
     def raise_if_failed(self) -> None:
-        if self._errors:
-            raise self._errors.pop(0)
+        super().raise_if_failed()
         # out of the group for good until subscribe() again: every poll says so, rather
         # than returning nothing forever
         if self._fatal is not None and self._machine.state is State.FATAL:
             raise self._fatal
 
-    async def unsubscribe(self) -> None:
-        if self._closed or not self._started:
-            return
-        if self.in_group_task():
-            self._post(_Item(Event.LEAVE))
-            return
-        await asyncio.shield(self.leave())
+    async def _leave_from_listener(self) -> None:
+        self._post(_Item(Event.LEAVE))
 
-    def leave(self) -> asyncio.Future[None]:
-        """Ask to leave now (auto-commit of the positions as of this call, revoke, leave
-        heartbeat); the future resolves once left, or when the driver closes."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self._closed or not self._started:
-            done.set_result(None)
-            return done
-        states = self._sub.states()
-        final = (self._sub.all_consumed(), {tp: states.get(tp) for tp in states})
+    def _post_leave(self, done: asyncio.Future[None], final: Positions) -> None:
         self._post(_Item(Event.LEAVE, done=done, final=final))
-        return done
-
-    async def fetch_committed(
-        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        return await self._offsets.fetch(partitions, self._timeout_s(timeout_ms))
 
     async def commit(
         self,
@@ -344,22 +254,7 @@ class ConsumerGroupDriver:
         still owned. Partitions not owned (or taken away meanwhile) are a
         ``CommitFailedError``; without ``offsets``, so are partitions the group took
         after records of theirs were handed out and not committed."""
-        everything = offsets is None
-        if offsets is None:
-            offsets = self._sub.all_consumed()
-        offsets = dict(offsets)
-        if offsets:
-            await self._commit(offsets, timeout_ms)
-        if everything:
-            moved = self._sub.take_uncommitted_moved()
-            if moved:
-                raise CommitFailedError(
-                    f"commit failed for {names(moved)}: group {self.config.group_id!r} "
-                    "took them from this member after records of theirs were handed out "
-                    "and before they were committed; those records will be consumed "
-                    "again by the new owner (commit in on_partitions_revoked, or enable "
-                    "auto-commit, to avoid this)"
-                )
+        await self._commit_consumed(offsets, timeout_ms)
 
     # -- commits ---------------------------------------------------------------------
 
@@ -368,7 +263,7 @@ class ConsumerGroupDriver:
         owned = self._machine.owned
         return owned | revoke.partitions if revoke is not None else owned
 
-    async def _commit(
+    async def _commit_offsets(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None
     ) -> None:
         loop = asyncio.get_running_loop()
@@ -456,14 +351,7 @@ class ConsumerGroupDriver:
                 elif not error.retriable:
                     raise error
                 last = error
-            backoff.failed(loop.time())
-            wait = backoff.delay_s()
-            if loop.time() + wait >= deadline:
-                raise KafkaTimeoutError(
-                    f"commit to group {self.config.group_id!r} did not succeed within "
-                    f"{timeout:.1f} s" + (f"; last error: {last}" if last else "")
-                )
-            await asyncio.sleep(wait)
+            await self._commit_backoff(backoff, deadline, timeout, last)
 
     def _not_a_member(self) -> CommitFailedError:
         return CommitFailedError(
@@ -473,25 +361,17 @@ class ConsumerGroupDriver:
         )
 
     async def _commit_before_revoke(
-        self, partitions: frozenset[TopicPartition], final: _Positions | None
+        self, partitions: frozenset[TopicPartition], final: Positions | None
     ) -> None:
         """Auto-commit what was consumed from partitions about to be revoked, with the
         newest epoch (re-sent on STALE_MEMBER_EPOCH within the rebalance timeout)."""
         if not self.config.enable_auto_commit or self._machine.epoch <= 0:
             return
-        if final is not None:
-            consumed, as_of = final
-        else:
-            consumed, as_of = self._sub.all_consumed(), dict(self._sub.states())
-        offsets = {tp: o for tp, o in consumed.items() if tp in partitions}
-        if not offsets:
+        plan = self._revoke_commit(partitions, final)
+        if plan is None:
             return
+        offsets, states, deadline = plan
         loop = asyncio.get_running_loop()
-        limit_ms = min(
-            self._client.config.default_api_timeout_ms, self.config.effective_rebalance_timeout_ms
-        )
-        deadline = loop.time() + limit_ms / 1000
-        states = {tp: as_of.get(tp) for tp in offsets}
         backoff = self._offsets.backoff()
         while True:
             epoch = self._machine.epoch
@@ -544,26 +424,11 @@ class ConsumerGroupDriver:
         offsets = {tp: o for tp, o in offsets.items() if tp in m.owned}
         if not offsets or offsets == self._last_auto_commit or not m.in_group:
             return
-        deadline = asyncio.get_running_loop().time() + self.config.auto_commit_interval_ms / 1000
-        states = {tp: self._sub.state_of(tp) for tp in offsets}
-        try:
-            codes = await self._offsets.commit_once(offsets, m.epoch, m.member_id, deadline)
-        except KafkaError as exc:
-            log.info("group %r: auto-commit failed: %s", self.config.group_id, exc)
-            if exc.retriable:
-                self._offsets.forget_coordinator()
-            return
-        failed = {c for c in codes.values() if c}
-        if not failed:
-            self._last_auto_commit = offsets
-            self._sub.note_committed(offsets, states)
-            return
-        for code in failed:
-            log.info(
-                "group %r: auto-commit answered %s", self.config.group_id, for_code(code).__name__
-            )
-            if code in COORDINATOR_ERRORS:
-                self._offsets.forget_coordinator()
+        await self._auto_commit_offsets(offsets, m.epoch, m.member_id)
+
+    def _auto_commit_answered(self, code: int, generation: int) -> None:
+        if code in COORDINATOR_ERRORS:
+            self._offsets.forget_coordinator()
 
     # -- internals -----------------------------------------------------------------------
 
@@ -572,20 +437,6 @@ class ConsumerGroupDriver:
             if info.topic_id == topic_id:
                 return name
         return None
-
-    def _set_tracked(self, topics: frozenset[str]) -> None:
-        metadata = self._client.metadata
-        added, removed = topics - self._tracked, self._tracked - topics
-        if added:
-            metadata.track(added)
-        if removed:
-            metadata.untrack(removed)
-        self._tracked = topics
-
-    def _want_all_topics(self, on: bool) -> None:
-        if on != self._all_topics:
-            self._client.metadata.want_all_topics(on)
-            self._all_topics = on
 
     def _subscription(self) -> Subscription:
         sub = self._sub
@@ -597,29 +448,6 @@ class ConsumerGroupDriver:
 
     def _post(self, item: _Item) -> None:
         self._events.put_nowait(item)
-
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def _until(self, predicate: Callable[[], bool], timeout_s: float | None = None) -> bool:
-        try:
-            async with asyncio.timeout(timeout_s):
-                while not predicate():
-                    await self._changed.wait()
-        except TimeoutError:
-            return predicate()
-        return True
-
-    def _check_usable(self) -> None:
-        if self._fatal is not None:
-            raise self._fatal
-        if self._closed and self._revoking is None:
-            raise IllegalStateError("the group driver is closed")
-
-    def _timeout_s(self, timeout_ms: int | None) -> float:
-        ms = timeout_ms if timeout_ms is not None else self._client.config.default_api_timeout_ms
-        return ms / 1000
 
     def _fail_now(self, error: BaseException) -> None:
         self._errors.append(error)
@@ -662,11 +490,7 @@ class ConsumerGroupDriver:
                 raise
             except Exception as exc:  # a bug: surface it to the consumer and stop
                 log.exception("group %r: the group driver failed", self.config.group_id)
-                error = (
-                    exc
-                    if isinstance(exc, KafkaError)
-                    else KafkaError(f"group driver failed: {exc!r}")
-                )
+                error = as_kafka_error(exc, "group driver")
                 self._fatal = error
                 self._errors.append(error)
                 self._resolve_leaves()
@@ -836,11 +660,7 @@ class ConsumerGroupDriver:
                 raise
             except Exception as exc:
                 log.exception("group %r: the group worker failed", self.config.group_id)
-                error = (
-                    exc
-                    if isinstance(exc, KafkaError)
-                    else KafkaError(f"group worker failed: {exc!r}")
-                )
+                error = as_kafka_error(exc, "group worker")
                 self._fatal = error
                 self._errors.append(error)
                 self._notify()
@@ -884,8 +704,7 @@ class ConsumerGroupDriver:
             finally:
                 sub.release_held()
             self.reconciliations += 1
-            loop = asyncio.get_running_loop()
-            self._next_auto_commit = loop.time() + self.config.auto_commit_interval_ms / 1000
+            self._reset_auto_commit_timer(asyncio.get_running_loop().time())
             self._post(_Item(Event.RECONCILED, token=effect.token))
         elif kind is EffectKind.LOSE:
             log.info("group %r: lost %s", gid, names(sorted(effect.partitions)))
@@ -910,33 +729,13 @@ class ConsumerGroupDriver:
                 self._notify()
             self._post(_Item(Event.RELEASED))
 
-    async def _call_listener(self, name: str, partitions: frozenset[TopicPartition]) -> None:
-        listener = self._sub.listener
-        if listener is None:
-            return
-        self._in_user_code = True
-        try:
-            result = getattr(listener, name)(partitions)
-            if inspect.isawaitable(result):
-                await result
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            # reported on the next poll; the reconciliation goes on (as the classic
-            # protocol does), so one failing listener never wedges the member
-            log.exception("group %r: rebalance listener %s raised", self.config.group_id, name)
-            self._errors.append(exc)
-        finally:
-            self._in_user_code = False
-            self._notify()
-
     # -- the watch task -------------------------------------------------------------------
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
         m, cfg = self._machine, self.config
         while True:
-            await asyncio.sleep(_TICK_S)
+            await asyncio.sleep(WATCH_TICK_S)
             now = loop.time()
             if (
                 m.sends_heartbeats
@@ -963,7 +762,6 @@ class ConsumerGroupDriver:
                 cfg.enable_auto_commit
                 and m.state is State.STABLE
                 and self._revoking is None
-                and now >= self._next_auto_commit
+                and self._auto_commit_due(now)
             ):
-                self._next_auto_commit = now + cfg.auto_commit_interval_ms / 1000
                 await self._auto_commit()

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
-from aiokproto.cluster.backoff import Backoff
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.consumer.group.assignors import (
     Assignor,
@@ -34,7 +32,7 @@ from aiokproto.consumer.group.assignors import (
     rebalance_protocol,
     resolve_assignors,
 )
-from aiokproto.consumer.group.committer import GroupOffsets, names
+from aiokproto.consumer.group.committer import names
 from aiokproto.consumer.group.config import GroupConfig
 from aiokproto.consumer.group.errors import CommitFailedError
 from aiokproto.consumer.group.leader import (
@@ -42,6 +40,14 @@ from aiokproto.consumer.group.leader import (
     decode_members,
     perform_assignment,
     subscribed_topics,
+)
+from aiokproto.consumer.group.member_base import (
+    WATCH_TICK_S,
+    MemberBase,
+    Positions,
+    as_kafka_error,
+    resolve_queued,
+    stop_tasks,
 )
 from aiokproto.consumer.group.outcomes import (
     COORDINATOR_ERRORS,
@@ -61,17 +67,15 @@ from aiokproto.consumer.group.requests import (
     sync_request,
 )
 from aiokproto.consumer.group.state import Effect, EffectKind, GroupMachine, Input, State
-from aiokproto.consumer.subscription import PartitionState, SubscriptionState
+from aiokproto.consumer.subscription import SubscriptionState
 from aiokproto.errors import (
     FencedInstanceIdError,
-    IllegalStateError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
     RebalanceInProgressError,
     for_code,
 )
-from aiokproto.logs import RepeatingWarning
 from aiokproto.protocol.messages.join_group import (
     JoinGroupResponse,
 )
@@ -82,14 +86,6 @@ from aiokproto.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
-_TICK_S = 0.5
-_CLOSE_TIMEOUT_MS = 30_000
-
-
-#: positions to commit, and the partition states they belong to
-_Positions = tuple[
-    dict[TopicPartition, OffsetAndMetadata], dict[TopicPartition, PartitionState | None]
-]
 
 
 @dataclass(slots=True)
@@ -105,37 +101,34 @@ class _Answer:
     done: asyncio.Future[None] | None = None  # resolved once the group task handled it
     # UNSUBSCRIBED: what the final commit before the revoke commits, taken when the
     # consumer unsubscribed (its partitions may have been reassigned by hand since)
-    final: _Positions | None = None
+    final: Positions | None = None
     seq: int = 0  # JOIN_NEEDED: numbered, so a join sent later answers it too
 
 
-class GroupCoordinator:
+class GroupCoordinator(MemberBase[GroupMachine, Effect]):
     """Owns the group task: FindCoordinator, Join/Sync, heartbeats, auto-commit, leave.
 
     An async context manager (also ``start()`` / ``close()``).
     """
 
+    _log = log
+    _CLOSED_MESSAGE = "the group coordinator is closed"
+    _TOOK = "rebalanced and took"
+    _CLOSE_IN_TASK_MESSAGE = (
+        "GroupCoordinator.close() cannot run inside its own group task "
+        "(a rebalance listener): it would wait for itself"
+    )
+
     def __init__(
         self, client: ClusterClient, subscription: SubscriptionState, config: GroupConfig
     ) -> None:
-        self._client = client
-        self._sub = subscription
-        self.config = config
+        super().__init__(client, subscription, config)
         self._assignors: tuple[Assignor, ...] = resolve_assignors(
             config.partition_assignment_strategy
         )
         self._protocol = rebalance_protocol(self._assignors)
-        self._offsets = GroupOffsets(client, config.group_id, config.group_instance_id)
         self._machine = GroupMachine(cooperative=self._protocol is RebalanceProtocol.COOPERATIVE)
         self._inputs: asyncio.Queue[_Answer] = asyncio.Queue()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._changed = asyncio.Event()
-        self._fatal: BaseException | None = None
-        self._errors: list[BaseException] = []
-        self._started = False
-        self._closed = False
-        self._last_poll = 0.0
-        self._poll_expired = False
         self._join_queued = False
         self._join_seq = 0  # JOIN_NEEDED inputs posted
         self._join_seq_sent = 0  # ... of which a JoinGroup sent since covers this many
@@ -144,54 +137,21 @@ class GroupCoordinator:
         self._leader_counts: dict[str, int] | None = None
         #: how many times this member ran the assignor as the group's leader
         self.assignments_led = 0
-        self._tracked: frozenset[str] = frozenset()
-        self._all_topics = False
-        cc = client.config
-        self._backoff = Backoff(cc.retry_backoff_ms, cc.retry_backoff_max_ms)
-        self._next_auto_commit = 0.0
-        self._last_auto_commit: dict[TopicPartition, OffsetAndMetadata] = {}
-        # the REVOKE effect being performed (commit before revoke, then the listener):
-        # its generation still owns the partitions, so commits go through meanwhile
-        self._revoking: Effect | None = None
-        self._in_user_code = False  # the group task runs a rebalance listener
-        # the UNSUBSCRIBED being handled: positions to commit as of unsubscribe()
-        self._final: _Positions | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
-        self._group_task: asyncio.Task[None] | None = None
-        # the coordinator unreachable: one line per outage, not one per heartbeat
-        self._trouble = RepeatingWarning(log, level=logging.INFO)
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def __aenter__(self) -> GroupCoordinator:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    async def start(self) -> None:
-        """Start the tasks; joining happens in the background."""
-        if self._started:
-            return
-        if self._closed:
-            raise IllegalStateError("the group coordinator is closed")
-        self._started = True
-        loop = asyncio.get_running_loop()
-        self._last_poll = loop.time()
-        self._next_auto_commit = loop.time() + self.config.auto_commit_interval_ms / 1000
-        gid = self.config.group_id
+    def _start_tasks(self, loop: asyncio.AbstractEventLoop, gid: str) -> list[asyncio.Task[None]]:
         self._heartbeat_task = loop.create_task(
             self._heartbeats(), name=f"aiokproto-heartbeat-{gid}"
         )
-        self._group_task = loop.create_task(self._run(), name=f"aiokproto-group-{gid}")
-        self._tasks = [
-            self._group_task,
+        # the group task runs the rebalance listeners
+        self._listener_task = loop.create_task(self._run(), name=f"aiokproto-group-{gid}")
+        return [
+            self._listener_task,
             self._heartbeat_task,
             loop.create_task(self._watch(), name=f"aiokproto-group-watch-{gid}"),
         ]
-        if self._sub.in_group:
-            self.request_rejoin()
 
     async def close(self, *, timeout_ms: int | None = None) -> None:
         """Final auto-commit, ``on_partitions_revoked``, LeaveGroup (dynamic members
@@ -199,68 +159,25 @@ class GroupCoordinator:
         progress (commit before revoke, the listener) finishes first; heartbeats go on
         until the member has left. Not from a rebalance listener (``Consumer.stop()``
         handles that case)."""
-        if self._closed:
-            return
-        if self.in_group_task():
-            raise IllegalStateError(
-                "GroupCoordinator.close() cannot run inside its own group task "
-                "(a rebalance listener): it would wait for itself"
-            )
-        self._closed = True
-        timeout = (timeout_ms if timeout_ms is not None else _CLOSE_TIMEOUT_MS) / 1000
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        tasks, self._tasks = self._tasks, []
-        heartbeats = self._heartbeat_task
-        try:
-            # A revocation in progress (often a listener committing) is not interrupted:
-            # it finishes, within the close timeout, before the group task is stopped.
-            await self._until(
-                lambda: not self._in_user_code and self._revoking is None, timeout
-            )
-            stopping = [t for t in tasks if t is not heartbeats]
-            for task in stopping:
-                task.cancel()
-            for task in stopping:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            if self._started:
-                async with asyncio.timeout_at(max(deadline, loop.time() + 0.1)):
-                    await self._process(_Answer(Input.CLOSE))
-        except TimeoutError:
-            log.warning(
-                "group %r: leaving did not finish within %.1f s", self.config.group_id, timeout
-            )
-        except KafkaError as exc:
-            log.warning("group %r: leaving failed: %s", self.config.group_id, exc)
-        finally:
-            # whatever happened above (even a cancellation), no task outlives close()
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            # leaves still queued will never run: closing left the group instead
-            while not self._inputs.empty():
-                queued = self._inputs.get_nowait()
-                if queued.done is not None and not queued.done.done():
-                    queued.done.set_result(None)
-            self._set_tracked(frozenset())
-            if self._all_topics:
-                self._client.metadata.want_all_topics(False)
-                self._all_topics = False
-            self._notify()
+        await super().close(timeout_ms=timeout_ms)
 
-    def in_group_task(self) -> bool:
-        """True when called from the group task itself (a rebalance listener)."""
-        task = self._group_task
-        return task is not None and asyncio.current_task() is task
+    async def _leave_on_close(self, tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        heartbeats = self._heartbeat_task
+        # A revocation in progress (often a listener committing) is not interrupted:
+        # it finishes, within the close timeout, before the group task is stopped.
+        await self._until(lambda: not self._in_user_code and self._revoking is None, timeout_s)
+        await stop_tasks([t for t in tasks if t is not heartbeats], (asyncio.CancelledError,))
+        if self._started:
+            async with asyncio.timeout_at(max(deadline, loop.time() + 0.1)):
+                await self._process(_Answer(Input.CLOSE))
+
+    def _release_queued(self) -> None:
+        # leaves still queued will never run: closing left the group instead
+        resolve_queued(self._inputs)
 
     # -- what the consumer calls -------------------------------------------------------
-
-    @property
-    def member_id(self) -> str:
-        return self._machine.member_id
 
     @property
     def generation_id(self) -> int:
@@ -273,12 +190,6 @@ class GroupCoordinator:
     @property
     def rebalance_protocol(self) -> RebalanceProtocol:
         return self._protocol
-
-    @property
-    def revoking(self) -> bool:
-        """True while partitions are being given back (commit, listener): commits of
-        them are accepted, also while the consumer is stopping."""
-        return self._revoking is not None
 
     @property
     def is_leader(self) -> bool:
@@ -326,11 +237,6 @@ class GroupCoordinator:
         await self._until(settled, timeout_s)
         return m.state is State.STABLE and self._joined_version == self._sub.version
 
-    def raise_if_failed(self) -> None:
-        """Raise (once) a fatal group error or a rebalance listener's exception."""
-        if self._errors:
-            raise self._errors.pop(0)
-
     async def commit(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
@@ -351,25 +257,15 @@ class GroupCoordinator:
         ``CommitFailedError`` (raised after committing what is still owned): those
         records will be consumed again by their new owner.
         """
-        everything = offsets is None
-        if offsets is None:
-            offsets = self._sub.all_consumed()
-        offsets = dict(offsets)
-        if offsets:
-            if self._revoking is not None:
-                await self._commit_while_revoking(self._revoking, offsets, timeout_ms)
-            else:
-                await self._commit(offsets, timeout_ms)
-        if everything:
-            moved = self._sub.take_uncommitted_moved()
-            if moved:
-                raise CommitFailedError(
-                    f"commit failed for {names(moved)}: group {self.config.group_id!r} "
-                    "rebalanced and took them from this member after records of theirs "
-                    "were handed out and before they were committed; those records "
-                    "will be consumed again by the new owner (commit in "
-                    "on_partitions_revoked, or enable auto-commit, to avoid this)"
-                )
+        await self._commit_consumed(offsets, timeout_ms)
+
+    async def _commit_offsets(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None
+    ) -> None:
+        if self._revoking is not None:
+            await self._commit_while_revoking(self._revoking, offsets, timeout_ms)
+        else:
+            await self._commit(offsets, timeout_ms)
 
     async def _commit(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None
@@ -446,14 +342,7 @@ class GroupCoordinator:
                     elif code in COORDINATOR_ERRORS:
                         self._forget_coordinator()
                     last = for_code(code)(f"OffsetCommit for group {self.config.group_id!r}")
-            backoff.failed(loop.time())
-            wait = backoff.delay_s()
-            if loop.time() + wait >= deadline:
-                raise KafkaTimeoutError(
-                    f"commit to group {self.config.group_id!r} did not succeed within "
-                    f"{timeout:.1f} s" + (f"; last error: {last}" if last else "")
-                )
-            await asyncio.sleep(wait)
+            await self._commit_backoff(backoff, deadline, timeout, last)
 
     def _can_commit_now(self) -> bool:
         """The member's generation is valid and the broker accepts commits in it: while
@@ -586,54 +475,17 @@ class GroupCoordinator:
                 if code in COORDINATOR_ERRORS:
                     self._forget_coordinator()
                 last = error
-            backoff.failed(loop.time())
-            wait = backoff.delay_s()
-            if loop.time() + wait >= deadline:
-                raise KafkaTimeoutError(
-                    f"commit to group {self.config.group_id!r} did not succeed within "
-                    f"{timeout:.1f} s; last error: {last}"
-                )
-            await asyncio.sleep(wait)
+            await self._commit_backoff(backoff, deadline, timeout, last)
 
-    async def fetch_committed(
-        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """The group's committed offsets (None where nothing is committed)."""
-        return await self._offsets.fetch(partitions, self._timeout_s(timeout_ms))
+    async def _leave_from_listener(self) -> None:
+        # the group task is busy running the listener, so the leave happens here and
+        # now (what remained of that rebalance is dropped)
+        await self._process(_Answer(Input.UNSUBSCRIBED))
 
-    async def unsubscribe(self) -> None:
-        """Leave the group now (commit, revoke, LeaveGroup) and wait for it.
-
-        Call before ``SubscriptionState.unsubscribe()`` so the final auto-commit still
-        sees the positions; ``request_rejoin()`` afterwards is then a no-op.
-        """
-        if self._closed or not self._started:
-            return
-        if self.in_group_task():
-            # from a rebalance listener: the group task is busy running it, so the
-            # leave happens here and now (what remained of that rebalance is dropped)
-            await self._process(_Answer(Input.UNSUBSCRIBED))
-            return
-        await asyncio.shield(self.leave())
-
-    def leave(self) -> asyncio.Future[None]:
-        """Ask to leave the group (commit, revoke, LeaveGroup) now, without waiting.
-
-        The request takes its place in the queue at once, so a ``request_rejoin()``
-        made afterwards (a new subscription) is carried out after the leave. The final
-        auto-commit commits the positions as of this call. The future resolves once
-        the leave was handled, or when the coordinator closes (which leaves too).
-        """
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self._closed or not self._started:
-            done.set_result(None)
-            return done
-        states = self._sub.states()
-        final = (self._sub.all_consumed(), {tp: states.get(tp) for tp in states})
+    def _post_leave(self, done: asyncio.Future[None], final: Positions) -> None:
         self._post(_Answer(Input.UNSUBSCRIBED, done=done, final=final))
-        return done
 
-    # -- internals: queue and waiting ---------------------------------------------------
+    # -- internals: queue ---------------------------------------------------------------
 
     def _post(self, answer: _Answer) -> None:
         if answer.input is Input.JOIN_NEEDED:
@@ -646,30 +498,6 @@ class GroupCoordinator:
         # One queued JOIN_NEEDED is enough unless the subscription itself changed.
         if force or not self._join_queued:
             self._post(_Answer(Input.JOIN_NEEDED))
-
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def _until(self, predicate: Callable[[], bool], timeout_s: float | None = None) -> bool:
-        """Wait until ``predicate()`` holds (re-checked at every state change)."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                while not predicate():
-                    await self._changed.wait()
-        except TimeoutError:
-            return predicate()
-        return True
-
-    def _check_usable(self) -> None:
-        if self._fatal is not None:
-            raise self._fatal
-        if self._closed:
-            raise IllegalStateError("the group coordinator is closed")
-
-    def _timeout_s(self, timeout_ms: int | None) -> float:
-        ms = timeout_ms if timeout_ms is not None else self._client.config.default_api_timeout_ms
-        return ms / 1000
 
     # -- the group task ----------------------------------------------------------------
 
@@ -693,11 +521,7 @@ class GroupCoordinator:
                 raise
             except Exception as exc:  # a bug or an unexpected answer: surface it
                 log.exception("group %r: the group task failed", self.config.group_id)
-                error = (
-                    exc
-                    if isinstance(exc, KafkaError)
-                    else KafkaError(f"group task failed: {exc!r}")
-                )
+                error = as_kafka_error(exc, "group task")
                 try:
                     await self._process(_Answer(Input.FATAL, error=error))
                 except Exception:
@@ -792,24 +616,6 @@ class GroupCoordinator:
             log.error("group %r: %s", self.config.group_id, error)
             self._errors.append(error)
         return None
-
-    async def _call_listener(self, name: str, partitions: frozenset[TopicPartition]) -> None:
-        listener = self._sub.listener
-        if listener is None:
-            return
-        self._in_user_code = True
-        try:
-            result = getattr(listener, name)(partitions)
-            if inspect.isawaitable(result):  # plain methods are fine too (aiokafka's)
-                await result
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("group %r: rebalance listener %s raised", self.config.group_id, name)
-            self._errors.append(exc)
-        finally:
-            self._in_user_code = False
-            self._notify()
 
     # -- coordinator ---------------------------------------------------------------------
 
@@ -997,15 +803,6 @@ class GroupCoordinator:
 
     # -- topics and metadata -------------------------------------------------------------
 
-    def _set_tracked(self, topics: frozenset[str]) -> None:
-        metadata = self._client.metadata
-        added, removed = topics - self._tracked, self._tracked - topics
-        if added:
-            metadata.track(added)
-        if removed:
-            metadata.untrack(removed)
-        self._tracked = topics
-
     async def _match_pattern(self, *, refresh: bool) -> bool:
         """Update the pattern's matches from metadata; True if they changed."""
         pattern = self._sub.pattern
@@ -1013,8 +810,7 @@ class GroupCoordinator:
             return False
         metadata = self._client.metadata
         if not self._all_topics:
-            metadata.want_all_topics(True)
-            self._all_topics = True
+            self._want_all_topics(True)
             refresh = True
         if refresh:
             with contextlib.suppress(KafkaError, TimeoutError):
@@ -1102,7 +898,7 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         m, sub, cfg = self._machine, self._sub, self.config
         while True:
-            await asyncio.sleep(_TICK_S)
+            await asyncio.sleep(WATCH_TICK_S)
             now = loop.time()
             if (
                 m.state in (State.JOINING, State.SYNCING, State.STABLE, State.PREPARING)
@@ -1133,8 +929,7 @@ class GroupCoordinator:
             ):
                 log.info("group %r: partition counts changed; rebalancing", cfg.group_id)
                 self._post_join()
-            elif cfg.enable_auto_commit and now >= self._next_auto_commit:
-                self._next_auto_commit = now + cfg.auto_commit_interval_ms / 1000
+            elif cfg.enable_auto_commit and self._auto_commit_due(now):
                 await self._auto_commit()
 
     async def _auto_commit(self) -> None:
@@ -1142,31 +937,15 @@ class GroupCoordinator:
         offsets = self._sub.all_consumed()
         if not offsets or offsets == self._last_auto_commit:
             return
-        generation, member_id = m.generation, m.member_id
-        deadline = asyncio.get_running_loop().time() + self.config.auto_commit_interval_ms / 1000
-        states = {tp: self._sub.state_of(tp) for tp in offsets}
-        try:
-            codes = await self._offsets.commit_once(offsets, generation, member_id, deadline)
-        except KafkaError as exc:
-            log.info("group %r: auto-commit failed: %s", self.config.group_id, exc)
-            if exc.retriable:
-                self._forget_coordinator()
-            return
-        failed = {c for c in codes.values() if c}
-        if not failed:
-            self._last_auto_commit = offsets
-            self._sub.note_committed(offsets, states)
-            return
-        for code in failed:
-            log.info(
-                "group %r: auto-commit answered %s", self.config.group_id, for_code(code).__name__
-            )
-            inp = member_input(code)
-            if inp is Input.FATAL and code != FencedInstanceIdError.errno:
-                continue  # e.g. an offset metadata too large: not the group's problem
-            if inp is not None:
-                error = describe_error(code, "OffsetCommit", self.config)
-                self._post(_Answer(inp, error=error, tag=generation))
+        await self._auto_commit_offsets(offsets, m.generation, m.member_id)
+
+    def _auto_commit_answered(self, code: int, generation: int) -> None:
+        inp = member_input(code)
+        if inp is Input.FATAL and code != FencedInstanceIdError.errno:
+            return  # e.g. an offset metadata too large: not the group's problem
+        if inp is not None:
+            error = describe_error(code, "OffsetCommit", self.config)
+            self._post(_Answer(inp, error=error, tag=generation))
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -1174,16 +953,10 @@ class GroupCoordinator:
         """Auto-commit what was consumed from partitions about to be revoked."""
         if not self.config.enable_auto_commit or effect.generation < 0:
             return
-        if self._final is not None:  # leaving: the positions as of unsubscribe()
-            consumed, as_of = self._final
-        else:
-            consumed, as_of = self._sub.all_consumed(), dict(self._sub.states())
-        offsets = {tp: o for tp, o in consumed.items() if tp in effect.partitions}
-        if not offsets:
+        plan = self._revoke_commit(effect.partitions, self._final)
+        if plan is None:
             return
-        limit_ms = min(self._client.config.default_api_timeout_ms, self._rebalance_timeout_ms())
-        deadline = asyncio.get_running_loop().time() + limit_ms / 1000
-        states = {tp: as_of.get(tp) for tp in offsets}
+        offsets, states, deadline = plan
         if await self._offsets.commit_before_revoke(
             offsets, effect.generation, effect.member_id, deadline
         ):

@@ -36,6 +36,7 @@ from aiokproto.consumer.group.reconcile import (
     Reconciler,
     Resolver,
 )
+from aiokproto.consumer.group.table import Transition, complete_table
 from aiokproto.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -184,12 +185,6 @@ class Effect:
     epoch: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
-    next: State
-    actions: tuple[Action, ...] = ()
-
-
 S, In, A = State, Input, Action
 
 #: States in which the member is in the group and sends heartbeats.
@@ -210,7 +205,7 @@ _JOIN = Transition(S.JOINING, (A.JOIN, A.RESET_HEARTBEAT))
 _NEW_TARGET = Transition(S.RECONCILING, (A.ADOPT_EPOCH, A.TAKE_TARGET, A.TRY_RECONCILE))
 
 
-def _errors(state: State) -> dict[Input, Transition]:
+def _errors(state: State) -> dict[Input, Transition[State, Action]]:
     """Heartbeat errors of a member that heartbeats (stays in ``state``)."""
     return {
         In.RETRIABLE: Transition(state, (A.RESET_HEARTBEAT, A.BACKOFF)),
@@ -219,7 +214,7 @@ def _errors(state: State) -> dict[Input, Transition]:
     }
 
 
-def _member(state: State) -> dict[Input, Transition]:
+def _member(state: State) -> dict[Input, Transition[State, Action]]:
     """What every member state (JOINING..STABLE) does alike."""
     return {
         In.SUBSCRIBE: Transition(state),  # the next heartbeat carries the change
@@ -235,7 +230,7 @@ def _member(state: State) -> dict[Input, Transition]:
 
 # Every (state, input) is either listed here or in _IGNORED (same state, no actions:
 # an input the state has no use for, e.g. a late answer); the two never overlap.
-_LISTED: dict[State, dict[Input, Transition]] = {
+_LISTED: dict[State, dict[Input, Transition[State, Action]]] = {
     S.UNSUBSCRIBED: {
         In.SUBSCRIBE: _JOIN,
         In.LEAVE: Transition(S.UNSUBSCRIBED, (A.LEAVE_DONE,)),
@@ -312,9 +307,9 @@ _IGNORED: dict[State, frozenset[Input]] = {
 }
 
 #: The complete table: every state x every input.
-TABLE: Mapping[tuple[State, Input], Transition] = {
-    (state, inp): _LISTED[state].get(inp, Transition(state)) for state in State for inp in Input
-}
+TABLE: Mapping[tuple[State, Input], Transition[State, Action]] = complete_table(
+    _LISTED, State, Input
+)
 
 
 def is_ignored(state: State, inp: Input) -> bool:

@@ -25,6 +25,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from aiokproto.consumer.group.table import Transition, complete_table
 from aiokproto.structs import TopicPartition
 
 
@@ -139,12 +140,6 @@ class Effect:
     generation: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
-    next: State
-    actions: tuple[Action, ...] = ()
-
-
 S, In, A = State, Input, Action
 
 _LEAVE = (A.RELEASE_ALL, A.SEND_LEAVE, A.FORGET_MEMBER)
@@ -154,7 +149,7 @@ _POLL_LEAVE = (A.LOSE_ALL, A.SEND_LEAVE, A.FORGET_MEMBER)
 _FATAL = Transition(S.FAILED, (A.LOSE_ALL, A.FAIL))
 
 # Every pair not listed here is a stale or irrelevant input: same state, no actions.
-_LISTED: dict[State, dict[Input, Transition]] = {
+_LISTED: dict[State, dict[Input, Transition[State, Action]]] = {
     S.UNJOINED: {
         In.JOIN_NEEDED: Transition(S.JOINING, (A.PREPARE_JOIN, A.SEND_JOIN)),
         In.CLOSE: Transition(S.CLOSED, (A.RELEASE_ALL,)),
@@ -236,9 +231,9 @@ _LISTED: dict[State, dict[Input, Transition]] = {
 }
 
 #: The complete table: every state x every input.
-TABLE: Mapping[tuple[State, Input], Transition] = {
-    (state, inp): _LISTED[state].get(inp, Transition(state)) for state in State for inp in Input
-}
+TABLE: Mapping[tuple[State, Input], Transition[State, Action]] = complete_table(
+    _LISTED, State, Input
+)
 
 
 class GroupMachine:
@@ -265,7 +260,9 @@ class GroupMachine:
     def heartbeat_allowed(self) -> bool:
         return self.state is State.STABLE or self.state is State.PREPARING
 
-    def transition_for(self, inp: Input, assignment: Iterable[TopicPartition] | None) -> Transition:
+    def transition_for(
+        self, inp: Input, assignment: Iterable[TopicPartition] | None
+    ) -> Transition[State, Action]:
         if inp is Input.SYNCED and self.state is State.SYNCING:
             new = frozenset(assignment or ())
             # KIP-429: a cooperative member that gave partitions up rejoins at once so
