@@ -1,0 +1,317 @@
+"""``aiokproto produce TOPIC`` and ``aiokproto consume TOPIC...``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any
+
+import click
+
+from aiokproto.admin import Admin
+from aiokproto.cli.common import CliError, Settings, command, err, out, print_json, progress, usage
+from aiokproto.cli.formats import FormatError, RecordFormatter, parse_headers, parse_line
+from aiokproto.cli.plan import PlanError, parse_datetime
+from aiokproto.consumer import Consumer
+from aiokproto.producer import Producer
+from aiokproto.structs import TopicPartition
+
+#: undelivered records awaited together: bounds memory on a large file
+_IN_FLIGHT = 5_000
+_CHUNK = 1 << 16
+
+
+async def _partition_counts(admin: Admin, topics: list[str]) -> dict[str, int]:
+    """Partitions per topic; an unknown topic is a clear error here rather than a wait
+    for metadata that never comes."""
+    found = await admin.describe_topics(topics)
+    return {t: len(found[t].partitions) for t in topics}
+
+
+async def _lines(stream: IO[bytes], on_read: Callable[[int], None]) -> AsyncIterator[bytes]:
+    """Lines without their newline; ``on_read`` gets the size of each chunk read.
+
+    Reads run in a thread: a terminal or a slow pipe must not stop the producer's
+    sender from shipping what was typed already."""
+    loop = asyncio.get_running_loop()
+    read = getattr(stream, "read1", stream.read)
+    rest = b""
+    while True:
+        chunk: bytes = await loop.run_in_executor(None, read, _CHUNK)
+        if not chunk:
+            break
+        on_read(len(chunk))
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line.removesuffix(b"\r")
+    if rest:
+        yield rest.removesuffix(b"\r")
+
+
+@command(None, "produce")
+@click.argument("topic")
+@click.option("--file", "-f", "path", type=click.Path(dir_okay=False, exists=True),
+              help="Read records from this file instead of stdin.")
+@click.option("--key-separator", "-K", metavar="SEP",
+              help="Each line is KEY<SEP>VALUE (e.g. -K ':').")
+@click.option("--headers", "-H", metavar="K=V[,K=V]", help="Headers added to every record.")
+@click.option("--partition", "-p", type=click.IntRange(min=0), help="Send every record here.")
+@click.option("--json", "json_input", is_flag=True,
+              help='Each line is {"key": ..., "value": ..., "headers": {...}, "partition": N}.')
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              default=None, help="[default: none]")
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default=None, help="[default: all]")
+@click.option("--linger-ms", type=click.IntRange(min=0), default=None, help="[default: 5]")
+async def produce(
+    settings: Settings,
+    topic: str,
+    path: str | None,
+    key_separator: str | None,
+    headers: str | None,
+    partition: int | None,
+    json_input: bool,
+    compression: str | None,
+    acks: str | None,
+    linger_ms: int | None,
+) -> None:
+    """Send one record per line of stdin (or --file) to TOPIC; prints a summary."""
+    if json_input and key_separator is not None:
+        usage("--json and --key-separator do not go together")
+    if key_separator == "":
+        usage("--key-separator must not be empty")
+    try:
+        static_headers = parse_headers(headers) if headers else ()
+    except FormatError as exc:
+        usage(str(exc))
+    async with settings.admin() as admin:
+        partitions = (await _partition_counts(admin, [topic]))[topic]
+    if partition is not None and partition >= partitions:
+        usage(f"--partition {partition}: {topic} has partitions 0..{partitions - 1}")
+    options: dict[str, Any] = {**settings.client, **settings.file.producer}
+    options["max_block_ms"] = settings.timeout_ms  # a dead cluster fails within --timeout
+    for name, value in (("compression_type", compression), ("acks", acks),
+                        ("linger_ms", linger_ms)):
+        if value is not None:
+            options[name] = value
+    sep = key_separator.encode() if key_separator is not None else None
+    # a plain open: the reads themselves run in a thread (see _lines)
+    stream: IO[bytes] = open(path, "rb") if path else sys.stdin.buffer  # noqa: ASYNC230
+    total_size = os.fstat(stream.fileno()).st_size if path else None
+    count = payload = 0
+    began = time.monotonic()
+    try:
+        async with Producer(**options) as producer:
+            pending: list[Any] = []
+            with progress() as bar:
+                task = bar.add_task(f"producing to {topic}", total=total_size, rate="",
+                                    visible=total_size is not None)
+                line_no = 0
+                async for line in _lines(stream, lambda n: bar.advance(task, n)):
+                    line_no += 1
+                    if not line and not json_input:
+                        continue  # blank lines are not records
+                    try:
+                        rec = parse_line(line, line_no, key_separator=sep,
+                                         json_input=json_input, headers=static_headers)
+                    except FormatError as exc:
+                        raise CliError(f"{exc} ({count} records sent before it)") from None
+                    part = partition if rec.partition is None else rec.partition
+                    pending.append(await producer.send(
+                        topic, rec.value, rec.key, part, headers=rec.headers or None
+                    ))
+                    count += 1
+                    payload += len(rec.value or b"") + len(rec.key or b"")
+                    if len(pending) >= _IN_FLIGHT:
+                        await asyncio.gather(*pending)
+                        pending.clear()
+                        rate = count / max(time.monotonic() - began, 1e-9)
+                        bar.update(task, rate=f"{rate:,.0f} rec/s")
+                await asyncio.gather(*pending)
+    finally:
+        if path:
+            stream.close()
+    elapsed = time.monotonic() - began
+    summary = {
+        "topic": topic,
+        "records": count,
+        "bytes": payload,
+        "seconds": round(elapsed, 3),
+        "records_per_second": round(count / elapsed, 1) if elapsed else None,
+        "mb_per_second": round(payload / elapsed / 1e6, 3) if elapsed else None,
+    }
+    if settings.json:
+        print_json(summary)
+    else:
+        out.print(
+            f"produced {count:,} records ({payload:,} bytes) to {topic} in {elapsed:.2f} s: "
+            f"{summary['records_per_second'] or 0:,.0f} records/s, "
+            f"{summary['mb_per_second'] or 0:.2f} MB/s",
+            highlight=False,
+        )
+
+
+@command(None, "consume")
+@click.argument("topics", nargs=-1, required=True, metavar="TOPIC...")
+@click.option("--group", "-g", help="Consume as a member of this group; commits what it printed.")
+@click.option("--from-beginning", is_flag=True,
+              help="Start at the earliest offset (in a group: where nothing is committed).")
+@click.option("--offset", metavar="N|earliest|latest",
+              help="Start every partition (or --partition) at this offset; not with --group.")
+@click.option("--timestamp", metavar="WHEN",
+              help="Start at the first record at or after WHEN (ISO 8601 or ms); not with "
+              "--group.")
+@click.option("--partition", "partitions", multiple=True, type=click.IntRange(min=0),
+              help="Only these partitions (repeatable); not with --group.")
+@click.option("--count", "-n", type=click.IntRange(min=1), help="Stop after N records.")
+@click.option("--format", "-F", "template", default=None, metavar="TEMPLATE|json",
+              help="A template over {topic} {partition} {offset} {timestamp} {key} {value} "
+              "{headers}, or json [default: {value}; json with --output json].")
+@click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
+              default="read_uncommitted", show_default=True)
+async def consume(
+    settings: Settings,
+    topics: tuple[str, ...],
+    group: str | None,
+    from_beginning: bool,
+    offset: str | None,
+    timestamp: str | None,
+    partitions: tuple[int, ...],
+    count: int | None,
+    template: str | None,
+    isolation_level: str,
+) -> None:
+    """Print records of TOPICs until --count or Ctrl-C (which stops cleanly and, in a
+    group, commits the offsets of the records printed)."""
+    try:
+        formatter = RecordFormatter(template or ("json" if settings.json else "{value}"))
+    except FormatError as exc:
+        usage(str(exc))
+    starts = [o for o in (from_beginning and "--from-beginning", offset and "--offset",
+                          timestamp and "--timestamp") if o]
+    if len(starts) > 1:
+        usage(f"give one of {', '.join(starts)}")
+    if group and (offset or timestamp or partitions):
+        usage("--offset, --timestamp and --partition choose partitions and positions; a "
+              "group does that itself: drop them or --group")
+    seek_to: int | str | None = None
+    if offset is not None:
+        if offset in ("earliest", "latest"):
+            seek_to = offset
+        elif offset.isdigit():
+            seek_to = int(offset)
+        else:
+            usage(f"--offset takes a number, earliest or latest, not {offset!r}")
+    when: int | None = None
+    if timestamp is not None:
+        try:
+            when = parse_datetime(timestamp)
+        except PlanError as exc:
+            usage(str(exc).replace("--to-datetime", "--timestamp"))
+    async with settings.admin() as admin:
+        counts = await _partition_counts(admin, list(topics))
+    for t, n in counts.items():
+        bad = [p for p in partitions if p >= n]
+        if bad:
+            usage(f"--partition {bad[0]}: {t} has partitions 0..{n - 1}")
+    options: dict[str, Any] = {**settings.client, **settings.file.consumer}
+    options["isolation_level"] = isolation_level
+    options["auto_offset_reset"] = "earliest" if from_beginning else "latest"
+    if group:
+        options["group_id"] = group
+        options["enable_auto_commit"] = False  # only what was printed is committed
+    else:
+        options.pop("group_id", None)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    printed: dict[TopicPartition, int] = {}
+    seen = 0
+    began = time.monotonic()
+    try:
+        consumer = Consumer(*(topics if group else ()), **options)
+        await consumer.start()
+        try:
+            if not group:
+                tps = [TopicPartition(t, p) for t in topics
+                       for p in (partitions or range(counts[t]))]
+                consumer.assign(tps)
+                await _position(consumer, tps, seek_to, when)
+            seen = await _print_records(consumer, formatter, count, stop, printed)
+            if group and printed:
+                await consumer.commit({tp: o + 1 for tp, o in printed.items()})
+        finally:
+            await consumer.stop()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    elapsed = time.monotonic() - began
+    committed = " (offsets committed)" if group and printed else ""
+    err.print(f"consumed {seen:,} records in {elapsed:.2f} s{committed}", highlight=False)
+
+
+async def _position(
+    consumer: Consumer, tps: list[TopicPartition], seek_to: int | str | None, when: int | None
+) -> None:
+    if seek_to == "earliest":
+        await consumer.seek_to_beginning(*tps)
+    elif seek_to == "latest":
+        await consumer.seek_to_end(*tps)
+    elif isinstance(seek_to, int):
+        for tp in tps:
+            consumer.seek(tp, seek_to)
+    elif when is not None:
+        found = await consumer.offsets_for_times(dict.fromkeys(tps, when))
+        late = [tp for tp, o in found.items() if o is None]
+        for tp, o in found.items():
+            if o is not None:
+                consumer.seek(tp, o.offset)
+        if late:
+            await consumer.seek_to_end(*late)
+
+
+async def _print_records(
+    consumer: Consumer,
+    formatter: RecordFormatter,
+    count: int | None,
+    stop: asyncio.Event,
+    printed: dict[TopicPartition, int],
+) -> int:
+    """Print until ``count`` records or ``stop``; ``printed`` gets the last offset
+    written per partition (what a group commits)."""
+    seen = 0
+    with progress() as bar:
+        task = bar.add_task("consuming", total=count, rate="", visible=count is not None)
+        while not stop.is_set() and (count is None or seen < count):
+            limit = 500 if count is None else min(500, count - seen)
+            batches = await consumer.getmany(timeout_ms=200, max_records=limit)
+            lines: list[str] = []
+            last: dict[TopicPartition, int] = {}
+            for tp, records in batches.items():
+                for r in records[: None if count is None else count - seen - len(lines)]:
+                    lines.append(formatter(r.topic, r.partition, r.offset, r.timestamp,
+                                           r.key, r.value, r.headers))
+                    last[tp] = r.offset
+            if lines:
+                try:
+                    sys.stdout.write("\n".join(lines) + "\n")
+                    sys.stdout.flush()
+                except BrokenPipeError:  # `| head`: the reader has what it wanted
+                    _silence_stdout()
+                    stop.set()
+                    break
+                printed.update(last)  # only what reached stdout counts as printed
+                seen += len(lines)
+                bar.advance(task, len(lines))
+    return seen
+
+
+def _silence_stdout() -> None:
+    # later writes (and the interpreter's flush at exit) must not raise again
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
