@@ -7,9 +7,11 @@ import sys
 import click
 
 from aiokproto import __version__
+from aiokproto.cli.acls import acls
 from aiokproto.cli.common import EXIT_USAGE, configure_logging
 from aiokproto.cli.groups import groups
 from aiokproto.cli.io import consume, produce
+from aiokproto.cli.perf import perf
 from aiokproto.cli.topics import cluster, topics
 
 
@@ -27,7 +29,7 @@ def cli(verbose: int) -> None:
     configure_logging(verbose)
 
 
-for _command in (topics, groups, cluster, produce, consume):
+for _command in (topics, groups, cluster, acls, produce, consume, perf):
     cli.add_command(_command)
 
 

@@ -8,14 +8,16 @@ network, a missing topic), 2 a usage error (bad options, a bad config file).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import functools
 import json
 import logging
+import signal
 import sys
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -276,6 +278,29 @@ def run(make: Callable[[], Coroutine[Any, Any, None]]) -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: Callable[[], object]) -> Iterator[None]:
+    """Within the block, the first Ctrl-C (or SIGTERM) calls ``stop`` (the command ends
+    cleanly: it finishes what it holds and reports); a second Ctrl-C interrupts at once
+    (exit 130). Call inside the event loop."""
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def first() -> None:
+        # the next Ctrl-C is Python's KeyboardInterrupt again: see run()
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        stop()
+
+    for sig in signals:
+        loop.add_signal_handler(sig, first)
+    try:
+        yield
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
 
 
 # -- output ---------------------------------------------------------------------------

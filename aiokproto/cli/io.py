@@ -7,22 +7,31 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import IO, Any
+from typing import Any
 
 import click
 
 from aiokproto.admin import Admin
-from aiokproto.cli.common import CliError, Settings, command, err, out, print_json, progress, usage
+from aiokproto.cli.common import (
+    CliError,
+    Settings,
+    command,
+    err,
+    out,
+    print_json,
+    progress,
+    stop_on_signals,
+    usage,
+)
 from aiokproto.cli.formats import FormatError, RecordFormatter, parse_headers, parse_line
 from aiokproto.cli.plan import PlanError, parse_datetime
+from aiokproto.cli.reader import ChunkReader, read_lines
 from aiokproto.consumer import Consumer
 from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
 
 #: undelivered records awaited together: bounds memory on a large file
 _IN_FLIGHT = 5_000
-_CHUNK = 1 << 16
 
 
 async def _partition_counts(admin: Admin, topics: list[str]) -> dict[str, int]:
@@ -30,27 +39,6 @@ async def _partition_counts(admin: Admin, topics: list[str]) -> dict[str, int]:
     for metadata that never comes."""
     found = await admin.describe_topics(topics)
     return {t: len(found[t].partitions) for t in topics}
-
-
-async def _lines(stream: IO[bytes], on_read: Callable[[int], None]) -> AsyncIterator[bytes]:
-    """Lines without their newline; ``on_read`` gets the size of each chunk read.
-
-    Reads run in a thread: a terminal or a slow pipe must not stop the producer's
-    sender from shipping what was typed already."""
-    loop = asyncio.get_running_loop()
-    read = getattr(stream, "read1", stream.read)
-    rest = b""
-    while True:
-        chunk: bytes = await loop.run_in_executor(None, read, _CHUNK)
-        if not chunk:
-            break
-        on_read(len(chunk))
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            yield line.removesuffix(b"\r")
-    if rest:
-        yield rest.removesuffix(b"\r")
 
 
 @command(None, "produce")
@@ -79,7 +67,10 @@ async def produce(
     acks: str | None,
     linger_ms: int | None,
 ) -> None:
-    """Send one record per line of stdin (or --file) to TOPIC; prints a summary."""
+    """Send one record per line of stdin (or --file) to TOPIC; prints a summary.
+
+    Ctrl-C ends the input at once: the lines read so far are still delivered, then the
+    summary is printed and the exit code is 0 (a second Ctrl-C gives up: exit 130)."""
     if json_input and key_separator is not None:
         usage("--json and --key-separator do not go together")
     if key_separator == "":
@@ -99,19 +90,20 @@ async def produce(
         if value is not None:
             options[name] = value
     sep = key_separator.encode() if key_separator is not None else None
-    # a plain open: the reads themselves run in a thread (see _lines)
-    stream: IO[bytes] = open(path, "rb") if path else sys.stdin.buffer  # noqa: ASYNC230
-    total_size = os.fstat(stream.fileno()).st_size if path else None
+    # the reads happen in a daemon thread (see reader.py): Ctrl-C never waits for them
+    fd = os.open(path, os.O_RDONLY) if path else sys.stdin.fileno()
+    total_size = os.fstat(fd).st_size if path else None
     count = payload = 0
     began = time.monotonic()
     try:
         async with Producer(**options) as producer:
+            reader = ChunkReader(fd)
             pending: list[Any] = []
-            with progress() as bar:
+            with progress() as bar, stop_on_signals(reader.stop):
                 task = bar.add_task(f"producing to {topic}", total=total_size, rate="",
                                     visible=total_size is not None)
                 line_no = 0
-                async for line in _lines(stream, lambda n: bar.advance(task, n)):
+                async for line in read_lines(reader, lambda n: bar.advance(task, n)):
                     line_no += 1
                     if not line and not json_input:
                         continue  # blank lines are not records
@@ -127,14 +119,19 @@ async def produce(
                     count += 1
                     payload += len(rec.value or b"") + len(rec.key or b"")
                     if len(pending) >= _IN_FLIGHT:
+                        await producer.flush()  # a long --linger-ms must not hold us
                         await asyncio.gather(*pending)
                         pending.clear()
                         rate = count / max(time.monotonic() - began, 1e-9)
                         bar.update(task, rate=f"{rate:,.0f} rec/s")
+                # Ctrl-C ends the input: what was read is still delivered (a second
+                # Ctrl-C gives up on that too)
+                await producer.flush()
                 await asyncio.gather(*pending)
+            interrupted = reader.stopped
     finally:
         if path:
-            stream.close()
+            os.close(fd)
     elapsed = time.monotonic() - began
     summary = {
         "topic": topic,
@@ -143,7 +140,10 @@ async def produce(
         "seconds": round(elapsed, 3),
         "records_per_second": round(count / elapsed, 1) if elapsed else None,
         "mb_per_second": round(payload / elapsed / 1e6, 3) if elapsed else None,
+        "interrupted": interrupted,
     }
+    if interrupted:
+        err.print("interrupted: stopped reading; what was read is delivered", highlight=False)
     if settings.json:
         print_json(summary)
     else:
