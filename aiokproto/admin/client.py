@@ -3,9 +3,10 @@
 Routing: topic, ACL, SCRAM and election mutations go to the controller-facing broker
 (in KRaft any broker forwards them; NOT_CONTROLLER refreshes metadata and retries);
 partition-scoped requests go to each partition's leader, one request per leader, sent
-concurrently; group requests go to the group's coordinator; group listings and log
-dirs fan out to every broker. Every batch call runs through ``run_batch``: per-item
-results, retriable items retried with back-off within the call's timeout.
+concurrently; group requests (consumer and share groups) go to the group's
+coordinator; group listings and log dirs fan out to every broker. Every batch call
+runs through ``run_batch``: per-item results, retriable items retried with back-off
+within the call's timeout.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from aiokproto.admin.configs import ConfigsMixin
 from aiokproto.admin.groups import GroupsMixin
 from aiokproto.admin.partitions import PartitionsMixin
 from aiokproto.admin.scram_ops import ScramMixin
+from aiokproto.admin.share_groups import ShareGroupsMixin
 from aiokproto.admin.topics import TopicsMixin
 
 __all__ = ["Admin"]
@@ -25,6 +27,7 @@ __all__ = ["Admin"]
 class Admin(
     TopicsMixin,
     ConfigsMixin,
+    ShareGroupsMixin,
     GroupsMixin,
     PartitionsMixin,
     ClusterMixin,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
+from typing import Protocol, TypeVar
 
 from aiokproto.admin._batch import no_result
 from aiokproto.admin.base import (
@@ -52,11 +53,24 @@ _CONSUMER_PROTOCOL_TYPES = ("consumer", "")
 # answers UNSUPPORTED_VERSION for every group).
 _NOT_A_CONSUMER_PROTOCOL_GROUP = (GroupIdNotFoundError.errno, UnsupportedVersionError.errno)
 
+K = TypeVar("K", bound=Hashable)
+
 
 _DescribedGroup = m_consumer_group_describe.ConsumerGroupDescribeResponseDescribedGroup
 _DescribedMember = m_consumer_group_describe.ConsumerGroupDescribeResponseMember
-_Assignment = m_consumer_group_describe.ConsumerGroupDescribeResponseAssignment
 _AssignedTopic = m_consumer_group_describe.ConsumerGroupDescribeResponseTopicPartitions
+_ListedGroup = m_list_groups.ListGroupsResponseListedGroup
+
+
+class _TopicPartitions(Protocol):
+    """An assignment entry of ConsumerGroupDescribe or ShareGroupDescribe (same shape)."""
+
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+    @property
+    def topic_name(self) -> str: ...
+    @property
+    def partitions(self) -> list[int]: ...
 
 
 class GroupsMixin(AdminBase):
@@ -74,12 +88,35 @@ class GroupsMixin(AdminBase):
         ``states`` (e.g. "Stable", "Empty") needs ListGroups v4+, ``types`` ("classic",
         "consumer") v5+; both filter on the broker.
         """
-        timeout = self._timeout(timeout_ms)
+        listed = await self._list_groups(
+            "list_consumer_groups", states, types, self._timeout(timeout_ms)
+        )
+        return [
+            ConsumerGroupListing(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                state=g.group_state if version >= 4 else None,
+                type=g.group_type if version >= 5 else None,
+                is_simple_consumer_group=g.protocol_type == "",
+            )
+            for version, g in listed
+            if g.protocol_type in _CONSUMER_PROTOCOL_TYPES
+        ]
+
+    async def _list_groups(
+        self,
+        operation: str,
+        states: Iterable[str] | None,
+        types: Iterable[str] | None,
+        timeout_ms: int,
+    ) -> list[tuple[int, _ListedGroup]]:
+        """Every broker's ListGroups entries (with the version that answered), one per
+        group id, sorted by id."""
         state_filter = sorted(set(states)) if states is not None else []
         type_filter = sorted(set(types)) if types is not None else []
         LG = m_list_groups
 
-        async def send(node: int, keys: list[int]) -> Outcome[int, list[ConsumerGroupListing]]:
+        async def send(node: int, keys: list[int]) -> Outcome[int, list[tuple[int, _ListedGroup]]]:
             def build(version: int) -> Request:
                 if (state_filter and version < 4) or (type_filter and version < 5):
                     raise UnsupportedVersionError(
@@ -96,31 +133,17 @@ class GroupsMixin(AdminBase):
             version, response = await self._send(node, LG.ListGroupsRequest, build)
             if response.error_code:
                 return {node: _error(response.error_code, None, f"ListGroups on broker {node}")}
-            return {
-                node: [
-                    ConsumerGroupListing(
-                        group_id=g.group_id,
-                        protocol_type=g.protocol_type,
-                        state=g.group_state if version >= 4 else None,
-                        type=g.group_type if version >= 5 else None,
-                        is_simple_consumer_group=g.protocol_type == "",
-                    )
-                    for g in response.groups
-                    if g.protocol_type in _CONSUMER_PROTOCOL_TYPES
-                ]
-            }
+            return {node: [(version, g) for g in response.groups]}
 
-        async def attempt(nodes: list[int]) -> Outcome[int, list[ConsumerGroupListing]]:
+        async def attempt(nodes: list[int]) -> Outcome[int, list[tuple[int, _ListedGroup]]]:
             return await self._per_node({n: [n] for n in nodes}, send)
 
-        per_broker = await self._batch(
-            "list_consumer_groups", await self._brokers(), attempt, timeout
-        )
-        listings: dict[str, ConsumerGroupListing] = {}
+        per_broker = await self._batch(operation, await self._brokers(), attempt, timeout_ms)
+        listings: dict[str, tuple[int, _ListedGroup]] = {}
         for found in per_broker.values():
-            for listing in found:
-                listings.setdefault(listing.group_id, listing)
-        return sorted(listings.values(), key=lambda g: g.group_id)
+            for entry in found:
+                listings.setdefault(entry[1].group_id, entry)
+        return [listings[g] for g in sorted(listings)]
 
     async def describe_consumer_groups(
         self,
@@ -161,7 +184,7 @@ class GroupsMixin(AdminBase):
             group_ids=groups, include_authorized_operations=ops
         )
         response = await conn.send(request, version)
-        names = await self._names_of_unnamed_topics(response.groups)
+        names = await self._names_of_unnamed_topics(_assigned_topics(response.groups))
         coordinator = self._broker_info(node)
         asked = set(groups)
         out: Outcome[str, ConsumerGroupDescription] = {}
@@ -177,10 +200,12 @@ class GroupsMixin(AdminBase):
                 out[g.group_id] = _consumer_protocol_group(g, coordinator, ops, names)
         return out, classic
 
-    async def _names_of_unnamed_topics(self, groups: list[_DescribedGroup]) -> dict[uuid.UUID, str]:
+    async def _names_of_unnamed_topics(
+        self, topics: Iterable[_TopicPartitions]
+    ) -> dict[uuid.UUID, str]:
         """Topic names by id, for an assignment entry without a name. Kafka names
         every topic it reports, so the Metadata request is normally skipped."""
-        if all(t.topic_name for t in _assigned_topics(groups)):
+        if all(t.topic_name for t in topics):
             return {}
         return (await self._topic_ids())[1]
 
@@ -217,6 +242,14 @@ class GroupsMixin(AdminBase):
         self, group_ids: Iterable[str], *, timeout_ms: int | None = None
     ) -> dict[str, None]:
         """Delete empty groups (and their committed offsets)."""
+        return await self._delete_groups(
+            "delete_consumer_groups", group_ids, self._timeout(timeout_ms)
+        )
+
+    async def _delete_groups(
+        self, operation: str, group_ids: Iterable[str], timeout_ms: int
+    ) -> dict[str, None]:
+        """DeleteGroups, which deletes a group of any type (the broker does not check)."""
         DG = m_delete_groups
 
         async def send(node: int, groups: list[str]) -> Outcome[str, None]:
@@ -228,9 +261,7 @@ class GroupsMixin(AdminBase):
                 for r in response.results
             }
 
-        return await self._group_batch(
-            "delete_consumer_groups", group_ids, send, self._timeout(timeout_ms)
-        )
+        return await self._group_batch(operation, group_ids, send, timeout_ms)
 
     async def list_consumer_group_offsets(
         self,
@@ -381,15 +412,15 @@ class GroupsMixin(AdminBase):
         self,
         operation: str,
         group_id: str,
-        partitions: list[TopicPartition],
-        send: Callable[[int, list[TopicPartition]], Awaitable[Outcome[TopicPartition, None]]],
+        keys: list[K],
+        send: Callable[[int, list[K]], Awaitable[Outcome[K, None]]],
         timeout_ms: int,
-    ) -> dict[TopicPartition, None]:
-        """Partition-keyed results from one group's coordinator."""
+    ) -> dict[K, None]:
+        """Results keyed by partition (or topic) from one group's coordinator."""
         if not isinstance(group_id, str) or not group_id:
             raise KafkaConfigError(f"{operation}: group id must be a non-empty string")
 
-        async def attempt(pending: list[TopicPartition]) -> Outcome[TopicPartition, None]:
+        async def attempt(pending: list[K]) -> Outcome[K, None]:
             try:
                 node = (await self.cluster.coordinators.find(GROUP, group_id)).node_id
                 return await send(node, pending)
@@ -397,7 +428,7 @@ class GroupsMixin(AdminBase):
                 self.cluster.coordinators.invalidate(GROUP, group_id)
                 raise
 
-        return await self._batch(operation, partitions, attempt, timeout_ms, final=_TOPIC_GONE)
+        return await self._batch(operation, keys, attempt, timeout_ms, final=_TOPIC_GONE)
 
     async def delete_consumer_group_offsets(
         self,
@@ -517,21 +548,21 @@ def _consumer_protocol_member(
         group_instance_id=m.instance_id,
         client_id=m.client_id,
         host=m.client_host,
-        assignment=_partitions(m.assignment, names),
+        assignment=_partitions(m.assignment.topic_partitions, names),
         member_epoch=m.member_epoch,
         rack=m.rack_id,
         subscribed_topic_names=tuple(m.subscribed_topic_names),
         subscribed_topic_regex=m.subscribed_topic_regex or None,  # Kafka sends "" for none
-        target_assignment=_partitions(m.target_assignment, names),
+        target_assignment=_partitions(m.target_assignment.topic_partitions, names),
     )
 
 
 def _partitions(
-    assignment: _Assignment, names: Mapping[uuid.UUID, str]
+    topics: Iterable[_TopicPartitions], names: Mapping[uuid.UUID, str]
 ) -> tuple[TopicPartition, ...]:
     """Sorted partitions; a topic with neither a name nor a known id (deleted) is left out."""
     out: list[TopicPartition] = []
-    for t in assignment.topic_partitions:
+    for t in topics:
         name = t.topic_name or names.get(t.topic_id, "")
         if name:
             out.extend(TopicPartition(name, p) for p in t.partitions)

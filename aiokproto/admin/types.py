@@ -51,6 +51,10 @@ __all__ = [
     "ResourceType",
     "ScramCredentialInfo",
     "ScramMechanism",
+    "ShareGroupDescription",
+    "ShareGroupListing",
+    "ShareMemberDescription",
+    "SharePartitionOffset",
     "SupportedVersionRange",
     "TopicDescription",
     "TopicPartition",
@@ -311,6 +315,52 @@ class ConsumerGroupDescription:
     group_epoch: int | None = None
     assignment_epoch: int | None = None
     server_assignor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupListing:
+    group_id: str
+    state: str  # "Empty", "Stable", "Dead"...
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberDescription:
+    """A share group member; ``assignment`` is the partitions it may fetch from now
+    (share groups assign one partition to several members)."""
+
+    member_id: str
+    client_id: str
+    host: str
+    rack: str | None
+    member_epoch: int
+    subscribed_topic_names: tuple[str, ...]
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupDescription:
+    """A share group (KIP-932) as its coordinator sees it."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ShareMemberDescription, ...]
+    coordinator: BrokerInfo
+    authorized_operations: frozenset[AclOperation] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionOffset:
+    """Where a share group stands in one partition: records before ``start_offset``
+    are done with. ``lag`` counts the records from the start offset to the end of
+    the partition that are not yet acknowledged (DescribeShareGroupOffsets v1+); None
+    when the broker does not say (v0, or a start offset past the end)."""
+
+    start_offset: int
+    leader_epoch: int | None
+    lag: int | None
 
 
 class OffsetAndMetadata(NamedTuple):

@@ -177,6 +177,13 @@ def server_properties(
         # group (consumer.session.timeout.ms); the broker defaults stay Kafka's.
         props["group.consumer.min.session.timeout.ms"] = "6000"
         props["group.consumer.min.heartbeat.interval.ms"] = "500"
+        # share groups (KIP-932): the same for their session and heartbeat, and a 1 s
+        # floor for a group's share.record.lock.duration.ms (the floor is 15 s by
+        # default, a broker start setting; the duration 30 s) so lock expiry tests
+        # take seconds
+        props["group.share.min.session.timeout.ms"] = "6000"
+        props["group.share.min.heartbeat.interval.ms"] = "500"
+        props["group.share.min.record.lock.duration.ms"] = "1000"
         props["share.coordinator.state.topic.replication.factor"] = replication
         props["share.coordinator.state.topic.min.isr"] = min_isr
     if security.has_sasl:
