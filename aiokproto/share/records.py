@@ -1,0 +1,79 @@
+"""Share fetch answers into ``ShareRecord``s: only the acquired offsets, the rest of
+the acquired ranges as gaps (pure, no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from aiokproto.consumer.decode import decode_legacy, decode_v2
+from aiokproto.consumer.record import ConsumerRecord
+from aiokproto.records.batch_v2 import RecordBatch
+from aiokproto.records.reader import BatchReader
+from aiokproto.records.record import Headers
+
+
+class ShareRecord(NamedTuple):
+    """A record acquired by a share consumer; ``delivery_count`` is 1 on the first
+    delivery and grows each time the record comes back (released, or its lock
+    expired). The other fields are ``ConsumerRecord``'s."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: Headers
+    leader_epoch: int = -1
+    delivery_count: int = 1
+
+
+class Acquired(NamedTuple):
+    first: int
+    last: int
+    delivery_count: int
+
+
+def acquired_records(
+    data: bytes | memoryview | None,
+    ranges: Iterable[Acquired],
+    topic: str,
+    partition: int,
+    *,
+    check_crc: bool = True,
+) -> tuple[list[ShareRecord], list[int]]:
+    """(records in acquired ranges, acquired offsets with no record: the gaps)."""
+    counts: dict[int, int] = {}
+    for first, last, delivery_count in ranges:
+        for offset in range(first, last + 1):
+            counts[offset] = delivery_count
+    if not counts:
+        return [], []
+    out: list[ShareRecord] = []
+    if data:
+        view = memoryview(data)
+        reader = BatchReader(view, check_crc=check_crc)
+        low, high = min(counts), max(counts)
+        while True:
+            start = reader.consumed
+            batch = next(reader, None)
+            if batch is None:
+                break
+            recs: list[ConsumerRecord]
+            if isinstance(batch, RecordBatch):
+                if batch.next_offset <= low or batch.base_offset > high:
+                    continue  # nothing acquired in it
+                if batch.is_control:
+                    continue  # a transaction marker: its offset stays a gap
+                recs = decode_v2(batch, view[start : reader.consumed], topic, partition)
+            else:
+                recs = decode_legacy(batch, topic, partition)
+            for r in recs:
+                count = counts.get(r.offset)
+                if count is not None:
+                    out.append(ShareRecord(*r, count))
+    seen = {r.offset for r in out}
+    gaps = sorted(o for o in counts if o not in seen)
+    return out, gaps
