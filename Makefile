@@ -55,7 +55,8 @@ endef
 UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/producer/test_producer_broker.py \
 	tests/producer/test_producer_guarantees.py tests/producer/test_producer_order.py \
 	tests/consumer/test_consume_basic.py tests/consumer/test_consume_group_e2e.py \
-	tests/consumer/test_fetch_broker.py tests/admin/test_admin_topics.py tests/examples
+	tests/consumer/test_fetch_broker.py tests/admin/test_admin_topics.py tests/examples \
+	tests/share/test_share_consumer_broker.py
 
 # The whole suite on Kafka 4.3.1 (tests that take `kafka_any` also run on 3.9.1), then
 # the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,

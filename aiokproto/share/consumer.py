@@ -623,6 +623,8 @@ class ShareConsumer:
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 log.info("share group %r: broker %d: %r; new session", gid, node, exc)
                 self._session_lost(node, session, exc)
+                # the broker may be gone: learn the partitions' new leaders
+                self._require_client().metadata.request_refresh()
                 await asyncio.sleep(_BACKOFF_S)
 
     async def _exchange(self, node: int, session: ShareSession) -> None:

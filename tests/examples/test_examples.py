@@ -84,3 +84,8 @@ def test_examples_use_the_selected_loop(
 def test_exactly_once(run_example: Callable[..., str]) -> None:
     out = run_example("examples/exactly_once.py")
     assert "exactly once: 2000 payments, 2000 fee records, none twice" in out
+
+
+def test_work_queue(run_example: Callable[..., str]) -> None:
+    out = run_example("examples/work_queue.py")
+    assert "poison jobs rejected" in out
