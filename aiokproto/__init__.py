@@ -14,6 +14,7 @@ from aiokproto.consumer import (
 )
 from aiokproto.errors import ConsumerStoppedError, IllegalOperation, KafkaError
 from aiokproto.producer import Producer, RecordMetadata
+from aiokproto.share import ShareConsumer, ShareRecord
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 
 __version__ = "0.1.0"
@@ -34,6 +35,8 @@ __all__ = [
     "OffsetSpec",
     "Producer",
     "RecordMetadata",
+    "ShareConsumer",
+    "ShareRecord",
     "TopicPartition",
     "__version__",
 ]

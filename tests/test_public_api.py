@@ -25,6 +25,8 @@ EXPECTED = {
     "OffsetSpec",
     "Producer",
     "RecordMetadata",
+    "ShareConsumer",
+    "ShareRecord",
     "TopicPartition",
     "__version__",
 }

@@ -300,7 +300,11 @@ class LocalKafka:
 
     def _format_all(self) -> None:
         # One short-lived JVM per node; running them side by side halves the wait.
-        args = scram_format_args(self.security)
+        args = list(scram_format_args(self.security))
+        if not self.version.startswith("3."):
+            # share groups (KIP-932) need share.version >= 1; a fresh 4.3 node has it,
+            # and saying so makes a node of a version that does not fail at format time
+            args += ["--feature", "share.version=1"]
         pending = [(n, n.start_format(self.cluster_id, args)) for n in self.nodes]
         for node, proc in pending:
             node.finish_format(proc)
