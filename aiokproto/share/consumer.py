@@ -35,6 +35,7 @@ from aiokproto.config import split_options
 from aiokproto.consumer.errors import RecordDeserializationError
 from aiokproto.errors import (
     ConsumerStoppedError,
+    GroupAuthorizationFailedError,
     IllegalStateError,
     InvalidShareSessionEpochError,
     KafkaConfigError,
@@ -42,6 +43,8 @@ from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
     ShareSessionNotFoundError,
+    TopicAuthorizationFailedError,
+    UnsupportedVersionError,
     for_code,
 )
 from aiokproto.protocol.messages.share_acknowledge import (
@@ -89,6 +92,14 @@ _SHARE_OPTIONS = frozenset(
 )
 _SESSION_ERRORS = frozenset({ShareSessionNotFoundError.errno, InvalidShareSessionEpochError.errno})
 _BACKOFF_S = 0.2
+#: ShareFetch errors the application must see (the others start a new session)
+_FATAL_FETCH = frozenset(
+    {
+        GroupAuthorizationFailedError.errno,
+        TopicAuthorizationFailedError.errno,
+        UnsupportedVersionError.errno,
+    }
+)
 
 
 def _new_member_id() -> str:
@@ -175,6 +186,8 @@ class ShareConsumer:
         self._buffered: dict[int, int] = {}  # records not handed out, per leader node
         self._handed: dict[tuple[TopicPartition, int], ShareRecord] = {}  # unacknowledged
         self._flushes: dict[int, list[_Flush]] = {}
+        #: per broker, the commits answered by the request in flight with acknowledgements
+        self._inflight: dict[int, list[_Flush]] = {}
         self._errors: list[KafkaError] = []
         self._fatal: KafkaError | None = None
         self._changed = asyncio.Event()
@@ -245,6 +258,11 @@ class ShareConsumer:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             self._fail_flushes(ConsumerStoppedError("the share consumer stopped"))
+            for flushes in self._inflight.values():
+                for flush in flushes:
+                    if not flush.future.done():
+                        flush.future.set_exception(ConsumerStoppedError("stopped"))
+            self._inflight.clear()
             if self._client is not None:
                 self._client.metadata.untrack(self._member.topics)
                 await self._client.close()
@@ -258,11 +276,14 @@ class ShareConsumer:
     def _check_topics(topics: Iterable[str]) -> frozenset[str]:
         if isinstance(topics, str):
             topics = (topics,)
-        out = frozenset(topics)
-        for t in out:
+        try:
+            names = list(topics)
+        except TypeError:
+            raise KafkaConfigError(f"topics must be an iterable of str, not {topics!r}") from None
+        for t in names:
             if not isinstance(t, str) or not t:
                 raise KafkaConfigError(f"topic names must be non-empty strings, not {t!r}")
-        return out
+        return frozenset(names)
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Subscribe to ``topics`` (replaces the previous subscription; empty leaves)."""
@@ -276,7 +297,9 @@ class ShareConsumer:
             client.metadata.track(names - old)
         self._member.subscribe(names)
         self._member.leaving = False
-        if self._fatal is not None:  # a new subscription after a fatal error joins afresh
+        # a new subscription after a fatal group error joins afresh (a dead task of
+        # ours stays fatal)
+        if self._fatal is not None and not any(t.done() for t in self._tasks):
             self._fatal = None
             self._member.fenced()
         self._wake_heartbeat.set()
@@ -311,6 +334,8 @@ class ShareConsumer:
         limit = self._opts.max_poll_records if max_records is None else max_records
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise KafkaConfigError(f"max_records must be an int >= 1, not {max_records!r}")
+        if not isinstance(timeout_ms, (int, float)) or isinstance(timeout_ms, bool):
+            raise KafkaConfigError(f"timeout_ms must be a number, not {timeout_ms!r}")
         self._before_poll()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, timeout_ms) / 1000
@@ -348,6 +373,7 @@ class ShareConsumer:
                 "accepts every record at the next poll)"
             )
         t = ack_type(kind)
+        self._check_running("acknowledge()")
         if not isinstance(record, ShareRecord):
             raise KafkaConfigError(f"acknowledge() takes a ShareRecord, not {record!r}")
         tp = TopicPartition(record.topic, record.partition)
@@ -370,10 +396,15 @@ class ShareConsumer:
         if self._opts.acknowledgement_mode == "implicit":
             self._accept_handed()
         nodes = self._book.nodes_with_pending()
-        if not nodes:
+        if not nodes and not self._inflight:
             return {}
         loop = asyncio.get_running_loop()
         flushes = []
+        # acknowledgements already on their way (piggybacked on a fetch): wait for them too
+        for inflight in self._inflight.values():
+            flush = _Flush(loop.create_future(), {})
+            inflight.append(flush)
+            flushes.append(flush)
         for node in nodes:
             flush = _Flush(loop.create_future(), {})
             self._flushes.setdefault(node, []).append(flush)
@@ -406,11 +437,14 @@ class ShareConsumer:
             )
 
     def _accept_handed(self) -> None:
-        for tp, offset in self._handed:
-            if self._book.holds(tp, offset):
-                self._book.acknowledge(tp, offset, AcknowledgeType.ACCEPT)
-        if self._handed:
-            self._handed.clear()
+        """Implicit mode: accept what was handed out, except the records ``async for``
+        took in a batch but has not yielded yet (those stay handed out)."""
+        unseen = {(TopicPartition(r.topic, r.partition), r.offset): r for r in self._iter}
+        for key in self._handed:
+            if key not in unseen and self._book.holds(*key):
+                self._book.acknowledge(*key, AcknowledgeType.ACCEPT)
+        if len(self._handed) > len(unseen):
+            self._handed = {k: r for k, r in self._handed.items() if k in unseen}
             self._notify()
 
     def _take(self, limit: int) -> dict[TopicPartition, list[ShareRecord]]:
@@ -589,9 +623,11 @@ class ShareConsumer:
                     if task is not None and task.done() and not task.cancelled():
                         exc = task.exception()
                         if exc is not None:
-                            self._fail(
-                                KafkaError(f"share fetcher for broker {node} failed: {exc!r}")
-                            )
+                            # a defect, not a broker answer: every poll raises it from
+                            # now on (fetching has stopped), never an endless quiet
+                            error = KafkaError(f"share fetcher for broker {node} failed: {exc!r}")
+                            self._fatal = error
+                            self._fail(error)
                             return
                     self._node_tasks[node] = loop.create_task(
                         self._node_loop(node), name=f"aiokproto-share-fetch-{node}"
@@ -643,14 +679,22 @@ class ShareConsumer:
                 if not flush.future.done():
                     flush.future.set_result(flush.results)
             return
+        # the broker refuses (INVALID_REQUEST) renewals piggybacked on a fetch: a
+        # ShareAcknowledge carries them, as in Java's share consumer
+        renewing = any(AcknowledgeType.RENEW in a.values() for a in acks.values())
+        if acks:
+            self._inflight[node] = flushes
         try:
-            if fetch:
+            if fetch and not renewing:
                 await self._share_fetch(node, session, wanted, acks, flushes)
             else:
                 await self._share_acknowledge(node, session, acks, flushes, session.epoch)
         except BaseException as exc:
             self._report(acks, flushes, exc if isinstance(exc, Exception) else None, lost=True)
             raise
+        finally:
+            if self._inflight.get(node) is flushes:
+                del self._inflight[node]
 
     def _fetch_request(
         self, step: SessionStep, acks: Mapping[TopicPartition, Mapping[int, AcknowledgeType]]
@@ -713,12 +757,21 @@ class ShareConsumer:
         response = await client.send(node, request, purpose="fetch", timeout_ms=timeout_ms)
         if response.error_code:
             error = for_code(response.error_code)(response.error_message)
-            if response.error_code in _SESSION_ERRORS:
-                self._session_lost(node, session, error)
-                self._report(acks, flushes, error, lost=True)
-                return
+            self._session_lost(node, session, error)
             self._report(acks, flushes, error, lost=True)
-            self._fail(error)
+            if response.error_code not in _SESSION_ERRORS:
+                # e.g. UNKNOWN_SERVER_ERROR for a session naming a deleted topic: a new
+                # session names only what is assigned now; authorization errors and
+                # the like are the application's
+                log.warning(
+                    "share group %r: ShareFetch to %d: %r; new session",
+                    self._opts.group_id,
+                    node,
+                    error,
+                )
+                if response.error_code in _FATAL_FETCH:
+                    self._fail(error)
+                await asyncio.sleep(_BACKOFF_S)
             return
         session.succeeded(step)
         if response.acquisition_lock_timeout_ms > 0:
@@ -899,6 +952,7 @@ class ShareConsumer:
     def _settle_for_stop(self) -> None:
         if self._opts.acknowledgement_mode == "implicit":
             self._accept_handed()
+        self._iter.clear()  # never yielded: released below
         for tp, offset in list(self._handed):
             if self._book.holds(tp, offset):
                 self._book.acknowledge(tp, offset, AcknowledgeType.RELEASE)

@@ -102,10 +102,13 @@ class ShareMember:
         interval_ms: int,
         assignment: Mapping[uuid.UUID, Iterable[int]] | None,
     ) -> None:
-        if self.leaving:
-            self.left = True
+        if self.leaving or epoch == LEAVE_EPOCH:
+            # the answer to a leave: also when subscribe() came while it was in flight
+            # (then the member joins again at epoch 0, not at -1 forever)
+            self.left = self.leaving
             self.epoch = JOIN_EPOCH
             self.target = {}
+            self._sent_topics = None
             return
         self.epoch = epoch
         if interval_ms > 0:
