@@ -33,6 +33,7 @@ from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.coordinators import GROUP
 from aiokproto.config import split_options
 from aiokproto.consumer.errors import RecordDeserializationError
+from aiokproto.consumer.group.consumer_driver import new_member_id
 from aiokproto.errors import (
     ConsumerStoppedError,
     GroupAuthorizationFailedError,
@@ -102,12 +103,6 @@ _FATAL_FETCH = frozenset(
 )
 
 
-def _new_member_id() -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
 @dataclass(slots=True)
 class _Options:
     group_id: str
@@ -174,7 +169,7 @@ class ShareConsumer:
             raise KafkaConfigError(f"ShareConsumer: {exc}") from None
         self._topics = self._check_topics(topics)
         self._client: ClusterClient | None = None
-        self._member = ShareMember(_new_member_id(), self._opts.client_rack)
+        self._member = ShareMember(new_member_id(), self._opts.client_rack)
         self._state: Literal["new", "running", "stopping", "stopped"] = "new"
         self._tasks: list[asyncio.Task[None]] = []
         self._node_tasks: dict[int, asyncio.Task[None]] = {}
