@@ -4,8 +4,8 @@ Every node of the 3-node cluster is SIGKILLed for 10 s (slice) or 30 s (full) wh
 idempotent producer keeps sending and a group consumer keeps polling; then the nodes
 come back and nobody touches the clients. Each record sent must end up delivered (and
 in the log once, in order) or failed with ``KafkaTimeoutError`` about
-``delivery_timeout_ms`` after it was sent; records sent once the cluster is back must
-all be delivered, and the consumer must read every offset of the log without being
+``delivery_timeout_ms`` after its batch was created; batches started once the cluster
+is back must all be delivered, and the consumer must read every offset of the log without being
 restarted or seeing an error.
 """
 
@@ -160,7 +160,9 @@ async def test_clients_ride_out_a_full_outage(
     oldest = [max(g, key=lambda f: f.after_s) for g in failure_groups(failures)]
     too_early = [f for f in oldest if f.after_s < dt - EARLY_SLACK_S]
     too_late = [f for f in oldest if f.after_s > dt + LATE_SLACK_S]
-    failed_after_back = [f for f in failures if load.send_time(f.partition, f.sequence) > back_at]
+    # Judged by batch too: a record sent just after recovery may join a batch created in
+    # the outage, and that batch expires on its own clock (seen in CI: 0.6 s after send).
+    failed_after_back = [f for f in oldest if load.send_time(f.partition, f.sequence) > back_at]
     sent_after_back = sum(
         1
         for p in range(PARTITIONS)
@@ -183,7 +185,10 @@ async def test_clients_ride_out_a_full_outage(
         # any record: one that joined an old batch fails sooner after its own send
         "record_failed_after_s_min": round(min((f.after_s for f in failures), default=0), 2),
         "sent_after_recovery": sent_after_back,
-        "failed_after_recovery": len(failed_after_back),
+        "batches_failed_after_recovery": len(failed_after_back),
+        "records_sent_after_recovery_failed": sum(
+            1 for f in failures if load.send_time(f.partition, f.sequence) > back_at
+        ),
         "send_error": repr(load.send_error) if load.send_error else None,
         "consumer": {
             "caught_up": caught_up,

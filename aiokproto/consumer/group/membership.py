@@ -198,7 +198,9 @@ TAKES_ASSIGNMENT = frozenset({S.JOINING, S.RECONCILING, S.ACKNOWLEDGING, S.STABL
 
 _FENCED = Transition(S.FENCED, (A.RESET_EPOCH, A.RESET_HEARTBEAT, A.LOSE_ALL))
 _FATAL = Transition(S.FATAL, (A.LOSE_ALL, A.FAIL))
-_FATAL_LEAVING = Transition(S.FATAL, (A.LEAVE_DONE, A.FAIL))
+# A subscribe() made while leaving is dropped: the error must reach the application,
+# which joins again with a new subscribe() (FATAL ends only that way).
+_FATAL_LEAVING = Transition(S.FATAL, (A.UNMARK_SUBSCRIBE, A.LEAVE_DONE, A.FAIL))
 _LEAVE = Transition(S.PREPARE_LEAVING, (A.RELEASE_ALL,))
 _POLL_TIMEOUT = Transition(S.LEAVING, (A.MARK_POLL_EXPIRED, A.LEAVE_EPOCH, A.RESET_HEARTBEAT))
 _JOIN = Transition(S.JOINING, (A.JOIN, A.RESET_HEARTBEAT))

@@ -536,6 +536,20 @@ def test_fatal_while_leaving_ends_the_leave() -> None:
     assert kinds(effects) == [EffectKind.LEAVE_DONE, EffectKind.FAIL]
 
 
+def test_fatal_while_leaving_drops_a_subscribe_made_during_the_leave() -> None:
+    # Found by the random-sequence test in CI: the queued join ran after FAIL, so the
+    # member was joining while every poll raised the error.
+    h = Harness(static=False)
+    h.feed(Event.SUBSCRIBE)
+    h.feed(Event.LEAVE)
+    h.feed(Event.SUBSCRIBE)  # unsubscribe(); subscribe() while the leave is in flight
+    effects = h.feed(Event.FATAL)
+    assert kinds(effects) == [EffectKind.LEAVE_DONE, EffectKind.FAIL]
+    assert h.state is State.FATAL
+    h.feed(Event.SUBSCRIBE)  # the application's next subscribe() joins afresh
+    assert h.state is State.JOINING
+
+
 @pytest.mark.parametrize(
     ("error", "effect"),
     [
