@@ -86,6 +86,11 @@ class ClientConfig:
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = field(default=None, repr=False)
     sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
+    # client.metrics(): Java's metrics.sample.window.ms and metrics.num.samples
+    metrics_sample_window_ms: int = 30_000
+    metrics_num_samples: int = 2
+    # KIP-714: push metrics to brokers that have a client-metrics subscription
+    enable_metrics_push: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -95,6 +100,8 @@ class ClientConfig:
             "retry_backoff_max_ms",
             "reconnect_backoff_ms",
             "reconnect_backoff_max_ms",
+            "metrics_sample_window_ms",
+            "metrics_num_samples",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -103,6 +110,10 @@ class ClientConfig:
             # "no" is truthy: anything but a bool would silently mean True
             raise KafkaConfigError(
                 f"allow_auto_create_topics must be a bool, not {self.allow_auto_create_topics!r}"
+            )
+        if not isinstance(self.enable_metrics_push, bool):
+            raise KafkaConfigError(
+                f"enable_metrics_push must be a bool, not {self.enable_metrics_push!r}"
             )
         self.connection  # noqa: B018 - validates the connection and security options
 
@@ -177,9 +188,7 @@ def _translate(options: Mapping[str, Any], known: frozenset[str], owner: str) ->
         if ignored is not None and (ignored[0] is None or ignored[0] in known):
             if value is not None and name not in _warned:
                 _warned.add(name)
-                warnings.warn(
-                    f"{owner}: {name}={value!r} is ignored: {ignored[1]}", stacklevel=4
-                )
+                warnings.warn(f"{owner}: {name}={value!r} is ignored: {ignored[1]}", stacklevel=4)
             continue
         target = AIOKAFKA_RENAMED.get(name)
         if target is not None and target in known:

@@ -31,6 +31,8 @@ from aiokproto.errors import (
     UnknownTopicOrPartitionError,
     for_code,
 )
+from aiokproto.metrics.connections import ConnectionMetrics
+from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.protocol.base import Request
 from aiokproto.protocol.messages import metadata as m_metadata
 
@@ -68,6 +70,12 @@ class AdminBase:
         # Admin lookups of a topic must never create it.
         self.config: ClientConfig = dataclasses.replace(config, allow_auto_create_topics=False)
         self._client: ClusterClient | None = None
+        self._registry = MetricsRegistry(
+            config.client_id,
+            window_ms=config.metrics_sample_window_ms,
+            num_samples=config.metrics_num_samples,
+        )
+        self._conn_metrics = ConnectionMetrics(self._registry, "admin-client")
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -80,7 +88,7 @@ class AdminBase:
         """Connect to the cluster and learn its metadata."""
         if self._client is not None:
             return
-        client = ClusterClient(self.config)
+        client = ClusterClient(self.config, self._conn_metrics)
         await client.start()
         self._client = client
 
@@ -90,6 +98,12 @@ class AdminBase:
             await client.close()
 
     stop = close
+
+    def metrics(self) -> MetricsSnapshot:
+        """The admin client's metrics now, under Java's names (``admin-client-metrics``:
+        ``request-rate``, ``request-latency-avg``, ``connection-count``...; per broker in
+        ``admin-client-node-metrics``)."""
+        return self._registry.snapshot()
 
     # == plumbing ======================================================================
 

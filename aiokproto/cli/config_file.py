@@ -109,7 +109,7 @@ _IGNORED = frozenset(
 )
 
 _INT_SUFFIXES = ("_ms", "_bytes", "_size", "_records", "_memory", "_connection")
-_INT_NAMES = frozenset({"retries", "max_response_size", "compression_level"})
+_INT_NAMES = frozenset({"retries", "max_response_size", "compression_level", "metrics_num_samples"})
 _BOOL_NAMES = frozenset(
     {
         "enable_idempotence",
@@ -118,6 +118,7 @@ _BOOL_NAMES = frozenset(
         "allow_auto_create_topics",
         "exclude_internal_topics",
         "ssl_check_hostname",
+        "enable_metrics_push",
     }
 )
 #: options whose value is a Python object (a callable, a context): not settable by text

@@ -20,6 +20,7 @@ from aiokproto.cluster.metadata import MetadataCache
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.config import ClientConfig
 from aiokproto.errors import BootstrapError, KafkaConnectionError, KafkaError
+from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.net.connection import BrokerConnection, Purpose
 from aiokproto.protocol.base import Request
 
@@ -31,7 +32,8 @@ _Key = tuple[int, Purpose]
 class ClusterClient:
     """Connections and metadata for one Kafka cluster; an async context manager."""
 
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(self, config: ClientConfig, metrics: ConnectionMetrics | None = None) -> None:
+        self._metrics = metrics
         self.config = config
         self._conn_config = config.connection
         self.metadata = MetadataCache(
@@ -191,7 +193,14 @@ class ClusterClient:
         if wait > 0:
             await asyncio.sleep(wait)
         host, port = self.address_of(node_id)
-        conn = BrokerConnection(host, port, self._conn_config, node_id=node_id, purpose=purpose)
+        conn = BrokerConnection(
+            host,
+            port,
+            self._conn_config,
+            node_id=node_id,
+            purpose=purpose,
+            metrics=None if self._metrics is None else self._metrics.node(node_id),
+        )
         try:
             await conn.open()
         except KafkaError as exc:

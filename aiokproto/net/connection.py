@@ -19,7 +19,7 @@ import socket
 import ssl
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aiokproto.errors import (
     KafkaAuthenticationError,
@@ -43,6 +43,9 @@ from aiokproto.protocol.messages.api_versions import ApiVersionsRequest
 from aiokproto.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from aiokproto.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
+if TYPE_CHECKING:
+    from aiokproto.metrics.connections import NodeMetrics
+
 log = logging.getLogger(__name__)
 
 Purpose = Literal["default", "produce", "fetch", "group"]
@@ -58,7 +61,7 @@ def api_name(api_key: int) -> str:
 
 
 class _Pending:
-    __slots__ = ("api_key", "future", "response_cls", "timer", "version")
+    __slots__ = ("api_key", "future", "response_cls", "sent_at", "timer", "version")
 
     def __init__(
         self,
@@ -67,12 +70,14 @@ class _Pending:
         api_key: int,
         version: int,
         timer: asyncio.TimerHandle,
+        sent_at: float,
     ) -> None:
         self.future = future
         self.response_cls = response_cls
         self.api_key = api_key
         self.version = version
         self.timer = timer
+        self.sent_at = sent_at
 
 
 class _Protocol(asyncio.BufferedProtocol):
@@ -127,6 +132,7 @@ class BrokerConnection:
         *,
         node_id: int = -1,
         purpose: Purpose = "default",
+        metrics: NodeMetrics | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -151,6 +157,8 @@ class BrokerConnection:
         self._idle_timer: asyncio.TimerHandle | None = None
         self._throttled_until = 0.0  # loop time; KIP-219 client-side throttling
         self.closed_by_client = False
+        self._metrics = metrics
+        self._counted_open = False  # counted in connection-count, so uncount on close
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {self.purpose}>"
@@ -208,6 +216,9 @@ class BrokerConnection:
         # uvloop's transports are not subclasses of asyncio.Transport.
         self._transport = transport
         self._last_used = loop.time()
+        if self._metrics is not None:
+            self._metrics.opened()
+            self._counted_open = True
         try:
             await self._negotiate_versions()
             if security.uses_sasl:
@@ -391,8 +402,10 @@ class BrokerConnection:
                 timer = loop.call_at(deadline, self._on_caller_deadline, corr, kill_at)
             else:
                 timer = loop.call_at(kill_at, self._on_timeout, corr, kill_at - now)
-            self._in_flight[corr] = _Pending(future, response_cls, api_key, version, timer)
+            self._in_flight[corr] = _Pending(future, response_cls, api_key, version, timer, now)
         transport.write(buf)
+        if self._metrics is not None:
+            self._metrics.sent(len(buf), now)
         return future
 
     def _on_frame(self, frame: bytes | bytearray) -> None:
@@ -421,6 +434,9 @@ class BrokerConnection:
             return
         del self._in_flight[corr]
         pending.timer.cancel()
+        if self._metrics is not None:
+            now = asyncio.get_running_loop().time()
+            self._metrics.received(len(frame) + 4, now - pending.sent_at, now)
         throttle_from = pending.response_cls.CLIENT_THROTTLE_FROM
         if throttle_from is not None and pending.version >= throttle_from:
             self._note_throttle(response)
@@ -498,6 +514,9 @@ class BrokerConnection:
         self._error = error
         if self._transport is not None:
             self._transport.abort()
+        if self._counted_open and self._metrics is not None:
+            self._counted_open = False
+            self._metrics.closed()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         pending, self._in_flight = self._in_flight, {}

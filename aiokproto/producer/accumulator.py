@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from aiokproto.errors import KafkaError, KafkaTimeoutError
 from aiokproto.producer.batch import (
@@ -25,6 +25,9 @@ from aiokproto.producer.delivery import BatchResult, DeliveryFuture
 from aiokproto.producer.options import BATCH_HEADER, ProducerOptions
 from aiokproto.records import RecordBatchBuilder
 from aiokproto.records.record import Header
+
+if TYPE_CHECKING:
+    from aiokproto.metrics.producer import ProducerMetrics
 
 #: buffer_memory charged per record on top of its key, value and header bytes
 RECORD_CHARGE: Final = 16
@@ -60,8 +63,10 @@ class Accumulator:
         loop: asyncio.AbstractEventLoop,
         wake: Callable[[], None],
         released: Callable[[], None],
+        metrics: ProducerMetrics | None = None,
     ) -> None:
         self.options = options
+        self.metrics = metrics
         self._loop = loop
         self._wake = wake  # a batch became ready or was created: the sender looks again
         self._released = released  # buffer memory was freed
@@ -209,9 +214,7 @@ class Accumulator:
 
     # -- draining ---------------------------------------------------------------
 
-    def drain(
-        self, now: float, leader_of: LeaderOf, capacity: Callable[[int], int]
-    ) -> DrainResult:
+    def drain(self, now: float, leader_of: LeaderOf, capacity: Callable[[int], int]) -> DrainResult:
         """Take the batches that are ready and may be sent now, grouped per broker into
         requests (at most ``capacity(node)`` requests per broker)."""
         result = DrainResult()
@@ -309,8 +312,7 @@ class Accumulator:
                 batch.payload = batch.builder.build()
             except Exception as exc:
                 error = KafkaError(
-                    f"cannot build the record batch for {batch.topic}[{batch.partition}]: "
-                    f"{exc!r}"
+                    f"cannot build the record batch for {batch.topic}[{batch.partition}]: {exc!r}"
                 )
                 error.__cause__ = exc
                 self.fail(batch, error)
@@ -318,6 +320,11 @@ class Accumulator:
         batch.in_flight = True
         batch.attempts += 1
         pq.in_flight += 1
+        if self.metrics is not None:
+            if batch.attempts == 1:
+                self.metrics.batch_sent(batch, len(batch.payload or b""), self._loop.time())
+            else:
+                self.metrics.batch_retried(batch)
         self.sent_in_txn = self.transactional
         return True
 
@@ -374,6 +381,8 @@ class Accumulator:
         if self.idempotent and batch.sequence != NO_SEQUENCE:
             pq.resolved(batch)
             pq.needs_reset = True  # its sequence numbers will never be acknowledged
+        if self.metrics is not None:
+            self.metrics.batch_failed(batch)
         if not batch.future.done():
             batch.future.set_exception(error)
             batch.future.exception()  # a record handle may never be awaited

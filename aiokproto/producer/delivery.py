@@ -61,12 +61,24 @@ def record_metadata(
     base, append_time, log_start = result
     if append_time >= 0:
         return RecordMetadata(
-            batch.topic, batch.partition, base + delta if base >= 0 else -1,
-            append_time, ksize, vsize, LOG_APPEND_TIME, log_start,
+            batch.topic,
+            batch.partition,
+            base + delta if base >= 0 else -1,
+            append_time,
+            ksize,
+            vsize,
+            LOG_APPEND_TIME,
+            log_start,
         )
     return RecordMetadata(
-        batch.topic, batch.partition, base + delta if base >= 0 else -1,
-        timestamp, ksize, vsize, CREATE_TIME, log_start,
+        batch.topic,
+        batch.partition,
+        base + delta if base >= 0 else -1,
+        timestamp,
+        ksize,
+        vsize,
+        CREATE_TIME,
+        log_start,
     )
 
 
@@ -228,8 +240,12 @@ class BatchDelivery:
                 value = values[start + i]
                 out.append(
                     record_metadata(
-                        batch, result, first_delta + i, ts,
-                        -1 if key is None else len(key), -1 if value is None else len(value),
+                        batch,
+                        result,
+                        first_delta + i,
+                        ts,
+                        -1 if key is None else len(key),
+                        -1 if value is None else len(value),
                     )
                 )
         return out

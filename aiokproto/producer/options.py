@@ -151,7 +151,8 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
             )
         if conflicts and explicit:
             raise KafkaConfigError(
-                "enable_idempotence=True needs: " + "; ".join(conflicts)
+                "enable_idempotence=True needs: "
+                + "; ".join(conflicts)
                 + ". Fix those options or set enable_idempotence=False."
             )
         if conflicts:
@@ -200,9 +201,7 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
     )
 
 
-def record_size_bound(
-    key: bytes | None, value: bytes | None, headers: Any
-) -> int:
+def record_size_bound(key: bytes | None, value: bytes | None, headers: Any) -> int:
     """An upper bound of one record's encoded size in a batch of its own."""
     size = _RECORD_OVERHEAD
     if key is not None:

@@ -77,12 +77,12 @@ class StickyPartitioner:
         """The partition the next record goes to if it is still valid (-1: none yet)."""
         return self._current
 
-    def partition(
-        self, size: int, all_partitions: Sequence[int], available: Sequence[int]
-    ) -> int:
+    def partition(self, size: int, all_partitions: Sequence[int], available: Sequence[int]) -> int:
         current = self._current
-        if self.left <= 0 or current not in all_partitions or (
-            available and current not in available
+        if (
+            self.left <= 0
+            or current not in all_partitions
+            or (available and current not in available)
         ):
             current = self._switch(all_partitions, available)
         self.left -= size

@@ -31,6 +31,9 @@ from aiokproto.errors import (
     UnknownTopicOrPartitionError,
     for_code,
 )
+from aiokproto.metrics.connections import ConnectionMetrics
+from aiokproto.metrics.producer import ProducerMetrics
+from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.producer.accumulator import RECORD_CHARGE, Accumulator
 from aiokproto.producer.batch import PartitionQueue
 from aiokproto.producer.built import BatchBuilder
@@ -157,8 +160,10 @@ def _serialize(serializer: Any, data: Any, what: str) -> Any:
 def _check_timestamp(timestamp_ms: Any) -> int:
     if timestamp_ms is None:
         return int(_time() * 1000)
-    if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool) or not (
-        -1 <= timestamp_ms < 1 << 63
+    if (
+        not isinstance(timestamp_ms, int)
+        or isinstance(timestamp_ms, bool)
+        or not (-1 <= timestamp_ms < 1 << 63)
     ):
         raise SerializationError(
             f"timestamp_ms must be an int (milliseconds since the epoch), not {timestamp_ms!r}"
@@ -252,6 +257,19 @@ class Producer:
         self._max_charge = opts.max_record_size - BATCH_HEADER - RECORD_OVERHEAD_BOUND
         self._client: ClusterClient | None = None
         self._sender: Sender | None = None
+        self._registry = MetricsRegistry(
+            config.client_id,
+            window_ms=config.metrics_sample_window_ms,
+            num_samples=config.metrics_num_samples,
+        )
+        self._conn_metrics = ConnectionMetrics(self._registry, "producer")
+        self._metrics = ProducerMetrics(self._registry)
+        self._metrics.gauges(
+            available=lambda: opts.buffer_memory - (self._acc.used if self._running else 0),
+            total=lambda: opts.buffer_memory,
+            waiting=lambda: len(self._space_queue),
+            in_flight=lambda: self._sender.requests_in_flight if self._sender else 0,
+        )
         self._txn: TransactionManager | None = None  # with transactional_id
         # transactions begun so far: a send that waited and finds another number has
         # outlived the transaction it was called in, and buffers nothing
@@ -291,13 +309,17 @@ class Producer:
             return
         if self._closed:
             raise IllegalStateError("this Producer was stopped; create a new one")
-        client = ClusterClient(self.config)
+        client = ClusterClient(self.config, self._conn_metrics)
         await client.start()
         try:
             loop = asyncio.get_running_loop()
             sender_box: list[Sender] = []
             acc = Accumulator(
-                self.options, loop, lambda: sender_box[0].wake(), self._space_released
+                self.options,
+                loop,
+                lambda: sender_box[0].wake(),
+                self._space_released,
+                self._metrics,
             )
             sender = Sender(
                 client, acc, self.options, self.config, self._on_fatal, self._on_metadata
@@ -670,9 +692,7 @@ class Producer:
                 self._track(pq)
         segments: list[Segment] = []
         for pq, (start, stop) in zip(queues, runs, strict=True):
-            appended = acc.append_many(
-                pq, timestamp, key_list, vals, charges, start, stop, headers
-            )
+            appended = acc.append_many(pq, timestamp, key_list, vals, charges, start, stop, headers)
             segments.extend(Segment(*seg) for seg in appended)
         if total >= _YIELD_BYTES or len(segments) > len(runs):
             self._yield_next = True  # full batches: the next call lets the sender ship
@@ -869,6 +889,14 @@ class Producer:
         ts = await self._topic_state(topic, sending=False)
         return set(ts.partitions)
 
+    def metrics(self) -> MetricsSnapshot:
+        """The producer's metrics now, under Java's names: ``producer-metrics``
+        (``record-send-rate``, ``record-error-rate``, ``batch-size-avg``,
+        ``compression-rate-avg``, ``buffer-available-bytes``, ``request-latency-avg``...),
+        ``producer-topic-metrics`` per topic and ``producer-node-metrics`` per broker.
+        Works before start and after stop."""
+        return self._registry.snapshot()
+
     # -- partitions -----------------------------------------------------------------
 
     def _choose(self, ts: _TopicState, key: bytes | None, charge: int) -> int:
@@ -961,8 +989,7 @@ class Producer:
         pq = fresh.queues.get(partition)
         if pq is None:
             raise UnknownTopicOrPartitionError(
-                f"topic {ts.name!r} has no partition {partition} "
-                f"(it has {fresh.count} partitions)"
+                f"topic {ts.name!r} has no partition {partition} (it has {fresh.count} partitions)"
             )
         return pq
 

@@ -193,9 +193,7 @@ class Sender:
     def _capacity(self, node: int) -> int:
         return self._opts.max_in_flight - self._node_in_flight.get(node, 0)
 
-    def _dispatch(
-        self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot
-    ) -> None:
+    def _dispatch(self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot) -> None:
         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
         task = self._loop.create_task(self._produce(node, batches, snapshot))
         self._tasks.add(task)
@@ -220,6 +218,9 @@ class Sender:
                     # v12+ tells the broker the partitions are added implicitly (v2)
                     version = min(version, _LAST_TXN_V1_PRODUCE_VERSION)
                 request, names, ids_known = self._request(batches, snapshot)
+                metrics = acc.metrics
+                if metrics is not None:
+                    metrics.request_sent(sum(b.record_count for b in batches))
                 if version >= _FIRST_TOPIC_ID_VERSION and not ids_known:
                     version = _FIRST_TOPIC_ID_VERSION - 1  # name the topics instead
                 if self._opts.acks == 0:
@@ -230,6 +231,8 @@ class Sender:
                 response = await conn.send(
                     request, version, timeout_ms=self._config.request_timeout_ms + 1000
                 )
+                if metrics is not None:
+                    metrics.throttled(response.throttle_time_ms)
             except KafkaError as exc:
                 self._request_failed(batches, exc)
                 return
@@ -322,9 +325,7 @@ class Sender:
         self, response: Any, batches: list[ProducerBatch], names: dict[uuid.UUID, str]
     ) -> None:
         by_key = {(b.topic, b.partition): b for b in batches}
-        endpoints = [
-            BrokerInfo(e.node_id, e.host, e.port, e.rack) for e in response.node_endpoints
-        ]
+        endpoints = [BrokerInfo(e.node_id, e.host, e.port, e.rack) for e in response.node_endpoints]
         for topic_response in response.responses:
             topic = topic_response.name or names.get(topic_response.topic_id, "")
             for part in topic_response.partition_responses:
@@ -374,7 +375,10 @@ class Sender:
             return
         error = error_cls(_describe(batch, part))
         log.debug(
-            "%s: %s -> %s (unresolved %s)", batch, error_cls.__name__, action.value,
+            "%s: %s -> %s (unresolved %s)",
+            batch,
+            error_cls.__name__,
+            action.value,
             [b.sequence for b in pq.unresolved],
         )
         if action is Action.FAIL:

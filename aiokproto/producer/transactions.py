@@ -229,9 +229,7 @@ class TransactionManager:
         async with self._add_lock:  # an AddPartitionsToTxn still out decides `needed`
             pass
         if self._ending is None or self._ending.done():
-            self._ending = self._loop.create_task(
-                self._finish(committed), name="aiokproto-txn-end"
-            )
+            self._ending = self._loop.create_task(self._finish(committed), name="aiokproto-txn-end")
         ending = self._ending
         try:
             await asyncio.shield(ending)
@@ -348,8 +346,9 @@ class TransactionManager:
                 order = {Kind.FATAL: 0, Kind.ABORTABLE: 2, Kind.COORDINATOR_MOVED: 4}
                 return min(
                     errors,
-                    key=lambda c: order.get(classify(c), 6)
-                    + (c == OperationNotAttemptedError.errno),
+                    key=lambda c: (
+                        order.get(classify(c), 6) + (c == OperationNotAttemptedError.errno)
+                    ),
                 )
             answered = {(t, p) for t, p, _ in found}
             missing = [pq for pq in pending if (pq.topic, pq.partition) not in answered]

@@ -1,0 +1,109 @@
+"""Producer metrics under Java's names (groups ``producer-metrics`` and
+``producer-topic-metrics``).
+
+Recorded once per batch, never per record: a batch's first send counts its records as
+sent (``record-send-*``, as Java's Sender does), a resend counts them as retried, a
+failure as errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from aiokproto.metrics.registry import MetricsRegistry
+
+if TYPE_CHECKING:
+    from aiokproto.producer.batch import ProducerBatch
+
+GROUP = "producer-metrics"
+TOPIC_GROUP = "producer-topic-metrics"
+_RATE_TOTAL = ("rate", "total")
+
+
+class _TopicSensors:
+    __slots__ = ("bytes", "compression", "errors", "retries", "sends")
+
+    def __init__(self, reg: MetricsRegistry, topic: str) -> None:
+        self.sends = reg.sensor()
+        self.bytes = reg.sensor()
+        self.errors = reg.sensor()
+        self.retries = reg.sensor()
+        self.compression = reg.sensor()
+        reg.publish(self.sends, "record-send", TOPIC_GROUP, _RATE_TOTAL, topic=topic)
+        reg.publish(self.bytes, "byte", TOPIC_GROUP, _RATE_TOTAL, topic=topic)
+        reg.publish(self.errors, "record-error", TOPIC_GROUP, _RATE_TOTAL, topic=topic)
+        reg.publish(self.retries, "record-retry", TOPIC_GROUP, _RATE_TOTAL, topic=topic)
+        reg.publish(self.compression, "compression-rate", TOPIC_GROUP, ("avg",), topic=topic)
+
+
+class ProducerMetrics:
+    def __init__(self, registry: MetricsRegistry) -> None:
+        self.registry = reg = registry
+        self._topics: dict[str, _TopicSensors] = {}
+        self.sends = reg.sensor()
+        self.errors = reg.sensor()
+        self.retries = reg.sensor()
+        self.batch_size = reg.sensor()
+        self.compression = reg.sensor()
+        self.queue_time = reg.sensor()
+        self.per_request = reg.sensor()
+        self.throttle = reg.sensor()
+        reg.publish(self.sends, "record-send", GROUP, _RATE_TOTAL, "records sent")
+        reg.publish(self.errors, "record-error", GROUP, _RATE_TOTAL, "records that failed")
+        reg.publish(self.retries, "record-retry", GROUP, _RATE_TOTAL, "records sent again")
+        reg.publish(self.batch_size, "batch-size", GROUP, ("avg", "max"), "bytes per batch")
+        reg.publish(
+            self.compression, "compression-rate", GROUP, ("avg",), "compressed/uncompressed"
+        )
+        reg.publish(self.queue_time, "record-queue-time", GROUP, ("avg", "max"), "ms buffered")
+        reg.publish(self.per_request, "records-per-request", GROUP, ("avg",))
+        reg.publish(self.throttle, "produce-throttle-time", GROUP, ("avg", "max"), "ms")
+
+    def gauges(
+        self,
+        *,
+        available: Callable[[], float],
+        total: Callable[[], float],
+        waiting: Callable[[], float],
+        in_flight: Callable[[], float],
+    ) -> None:
+        reg = self.registry
+        reg.gauge("buffer-available-bytes", GROUP, available, "buffer memory not in use")
+        reg.gauge("buffer-total-bytes", GROUP, total, "buffer_memory")
+        reg.gauge("waiting-threads", GROUP, waiting, "send() calls waiting for buffer memory")
+        reg.gauge("requests-in-flight", GROUP, in_flight, "produce requests awaiting answers")
+
+    def _topic(self, topic: str) -> _TopicSensors:
+        found = self._topics.get(topic)
+        if found is None:
+            found = self._topics[topic] = _TopicSensors(self.registry, topic)
+        return found
+
+    def batch_sent(self, batch: ProducerBatch, size: int, now: float) -> None:
+        """A batch leaves for the first time (``now`` on the loop's clock)."""
+        count = batch.record_count
+        uncompressed = batch.builder.estimated_size or size
+        ratio = size / uncompressed
+        t = self._topic(batch.topic)
+        self.sends.record(count)
+        self.batch_size.record(size)
+        self.compression.record(ratio)
+        self.queue_time.record((now - batch.created) * 1000)
+        t.sends.record(count)
+        t.bytes.record(size)
+        t.compression.record(ratio)
+
+    def batch_retried(self, batch: ProducerBatch) -> None:
+        self.retries.record(batch.record_count)
+        self._topic(batch.topic).retries.record(batch.record_count)
+
+    def batch_failed(self, batch: ProducerBatch) -> None:
+        self.errors.record(batch.record_count)
+        self._topic(batch.topic).errors.record(batch.record_count)
+
+    def request_sent(self, records: int) -> None:
+        self.per_request.record(records)
+
+    def throttled(self, ms: float) -> None:
+        self.throttle.record(ms)
