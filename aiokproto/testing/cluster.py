@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 import time
@@ -40,7 +41,9 @@ class LocalKafka:
     Use as a context manager (``with`` or ``async with``) or call start()/stop().
     ``directory`` keeps the node dirs at a chosen place (not deleted by stop());
     ``detached`` leaves the JVMs running after this Python process exits (the CLI's
-    persistent broker); ``plaintext_port`` pins a single node's PLAINTEXT port.
+    persistent broker); ``plaintext_port`` pins a single node's PLAINTEXT port;
+    ``extra_classpath`` puts directories or jars in front of Kafka's (plugins such as a
+    ``metric.reporters`` class, configured through ``overrides``).
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class LocalKafka:
         start_timeout: float = 120.0,
         detached: bool = False,
         plaintext_port: int | None = None,
+        extra_classpath: Sequence[str | Path] = (),
     ) -> None:
         if nodes < 1:
             raise KafkaHarnessError("a cluster needs at least one node")
@@ -72,6 +76,7 @@ class LocalKafka:
         self._directory = directory
         self._detached = detached
         self._plaintext_port = plaintext_port
+        self._extra_classpath = tuple(str(p) for p in extra_classpath)
         self._nodes: dict[int, KafkaNode] = {}
         self.cluster_id = new_cluster_id()
         self.tls: TlsFiles | None = None
@@ -134,7 +139,9 @@ class LocalKafka:
         java = find_java()
         if java is None:
             raise KafkaHarnessError("'java' (17+) is not on PATH and JAVA_HOME is not set")
-        classpath = str(resolve_jars(self.version, self._cache_dir) / "*")
+        classpath = os.pathsep.join(
+            [*self._extra_classpath, str(resolve_jars(self.version, self._cache_dir) / "*")]
+        )
         if self._directory is None:
             self._directory = Path(tempfile.mkdtemp(prefix=f"aiokproto-kafka-{self.version}-"))
         try:
