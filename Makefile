@@ -9,7 +9,7 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv jars lint typecheck codegen codegen-check test test-fast faults soak demo bench bench-full bench-rebalance broker broker-stop broker-status clean
+.PHONY: help venv docs jars lint typecheck codegen codegen-check test test-fast faults soak demo bench bench-full bench-rebalance broker broker-stop broker-status clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench   - benchmarks against peer clients on one local broker"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make broker / broker-stop - keep a local single-node Kafka running"
+	@echo "make docs    - build the documentation site into site/ (mkdocs --strict)"
 
 $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +28,16 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed-$(EXTRAS)
+
+# The documentation site: installs the docs extra next to the others (a stamp file of
+# its own, so the default EXTRAS stamp is untouched), then builds with --strict: a
+# broken link, reference or docstring fails. tests/docs runs the guides' code.
+$(VENV)/.installed-docs: pyproject.toml | venv
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 jars: venv
 	@for v in $(KAFKA_VERSIONS); do $(PY) -m aiokproto.testing resolve --version $$v || exit 1; done
