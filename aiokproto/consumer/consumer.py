@@ -35,6 +35,9 @@ from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from aiokproto.metrics.connections import ConnectionMetrics
+from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
+from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -44,8 +47,6 @@ if TYPE_CHECKING:
     Group = GroupCoordinator | ConsumerGroupDriver
 
 log = logging.getLogger(__name__)
-
-
 
 
 def _log_stop_failure(task: asyncio.Task[None]) -> None:
@@ -147,12 +148,27 @@ class Consumer:
                 client_rack=self._config.client_rack,
                 **self._group_options,
             )
-        self._client = ClusterClient(client_config)
+        self._registry = MetricsRegistry(
+            client_config.client_id,
+            window_ms=client_config.metrics_sample_window_ms,
+            num_samples=client_config.metrics_num_samples,
+        )
+        self._client = ClusterClient(client_config, ConnectionMetrics(self._registry, "consumer"))
         self._subs = SubscriptionState()
         self._subs.not_yet_consumed = self._not_yet_consumed
         self._subs.on_revoking = self._drop_revoking
         self._offsets = OffsetClient(self._client, isolation_level=self._config.isolation)
-        self._fetcher = Fetcher(self._client, self._subs, self._config, self._offsets)
+        fetch_metrics = FetchMetrics(self._registry)
+        fetch_metrics.per_partition(lambda: self._subs.states().items())
+        self._poll_metrics = PollMetrics(self._registry)
+        self._fetcher = Fetcher(
+            self._client, self._subs, self._config, self._offsets, fetch_metrics
+        )
+        self._group_metrics: CoordinatorMetrics | None = None
+        if self._group_config is not None:
+            self._group_metrics = CoordinatorMetrics(
+                self._registry, lambda: len(self._subs.assigned()) if self._subs.in_group else 0
+            )
         self._group: Group | None = None
         self._state = "new"
         # records taken from the fetcher but not yet yielded by async iteration
@@ -204,13 +220,17 @@ class Consumer:
             self._assign_all_subscribed()
 
     def _new_group(self) -> Group:
+        group: Group
         if self._group_config.group_protocol == "consumer":
             from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
 
-            return ConsumerGroupDriver(self._client, self._subs, self._group_config)
-        from aiokproto.consumer.group.coordinator import GroupCoordinator
+            group = ConsumerGroupDriver(self._client, self._subs, self._group_config)
+        else:
+            from aiokproto.consumer.group.coordinator import GroupCoordinator
 
-        return GroupCoordinator(self._client, self._subs, self._group_config)
+            group = GroupCoordinator(self._client, self._subs, self._group_config)
+        group.set_metrics(self._group_metrics)
+        return group
 
     async def _follow_subscription(self) -> None:
         """Without a group: re-assign every partition of the subscription whenever
@@ -616,6 +636,15 @@ class Consumer:
     def group_coordinator(self) -> Group | None:
         return self._group
 
+    def metrics(self) -> MetricsSnapshot:
+        """The consumer's metrics now, under Java's names: ``consumer-fetch-manager-metrics``
+        (``records-consumed-rate``, ``fetch-rate``, ``fetch-latency-avg``,
+        ``records-lag-max``, per-partition ``records-lag``...),
+        ``consumer-coordinator-metrics`` with a group (``rebalance-latency-avg``,
+        ``commit-latency-avg``, ``assigned-partitions``...), ``consumer-metrics`` and
+        ``consumer-node-metrics`` per broker. Works before start and after stop."""
+        return self._registry.snapshot()
+
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member's group id, generation, member id and instance id, for
         ``Producer.send_offsets_to_transaction`` (consume-transform-produce)."""
@@ -810,6 +839,7 @@ class Consumer:
         return out
 
     async def _poll_housekeeping(self) -> None:
+        self._poll_metrics.polled()
         follower = self._follower
         if follower is not None and follower.done() and not follower.cancelled():
             follower.result()  # raises the bug that stopped it
@@ -859,7 +889,9 @@ class Consumer:
                 raise NoOffsetForPartitionError(missing, "there is no committed offset")
             for tp in missing:
                 self._subs.request_reset(tp, "earliest" if strategy == "earliest" else "latest")
-        if version == self._subs.assignment_version:
+        # Held partitions (the listener is still running) get their positions once
+        # released: until then the assignment's positions are not settled.
+        if version == self._subs.assignment_version and not self._subs.any_held():
             self._positions_version = version
 
     def _assign_all_subscribed(self) -> None:

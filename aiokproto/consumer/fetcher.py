@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.snapshot import BrokerInfo
@@ -56,6 +56,9 @@ from aiokproto.protocol.messages.fetch import (
 )
 from aiokproto.protocol.primitives import ZERO_UUID
 from aiokproto.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from aiokproto.metrics.consumer import FetchMetrics
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +107,10 @@ class Fetcher:
         subscription: SubscriptionState,
         config: ConsumerConfig,
         offsets: OffsetClient,
+        metrics: FetchMetrics | None = None,
     ) -> None:
         self.client = client
+        self.metrics = metrics
         self.subs = subscription
         self.config = config
         self.offsets = offsets
@@ -268,16 +273,27 @@ class Fetcher:
                 state.handed = last[2] + 1
                 out[tp] = recs
                 remaining -= got
+                if self.metrics is not None:
+                    self._record_handed(tp, state, got)
             if error is not None or remaining <= 0:
                 break
         if freed:
             self.wake()
+        if self.metrics is not None and out:
+            self.metrics.drained(max_records - remaining)
         if error is not None:
             if out:
                 self._errors.append(error)
             else:
                 raise error
         return out
+
+    def _record_handed(self, tp: TopicPartition, state: PartitionState, count: int) -> None:
+        assert self.metrics is not None
+        pos, high, start = state.position, state.highwater, state.log_start_offset
+        lag = None if pos is None or high is None else max(0, high - pos)
+        lead = None if pos is None or start is None else pos - start
+        self.metrics.handed_out(tp.topic, count, lag, lead)
 
     # -- the manager task ----------------------------------------------------------
 
@@ -503,6 +519,7 @@ class Fetcher:
                     version = _TOPIC_ID_FETCH_VERSION - 1  # metadata without topic ids
                 plan = session.plan(wanted, sessions=version >= 7)
                 request = self._build_request(plan)
+                sent_at = time.monotonic()
                 response: Any = await conn.send(
                     request,
                     version,
@@ -532,7 +549,9 @@ class Fetcher:
                 await asyncio.sleep(self.client.config.retry_backoff_ms / 1000)
                 return
             self._trouble(node).recovered()
-            self._handle_response(node, plan, response, version, mine)
+            nbytes = self._handle_response(node, plan, response, version, mine)
+            if self.metrics is not None:
+                self.metrics.fetched(time.monotonic() - sent_at, nbytes, response.throttle_time_ms)
         finally:
             for tp, state in mine.items():
                 if self._in_flight.get(tp) is state:
@@ -605,8 +624,11 @@ class Fetcher:
         response: Any,
         version: int,
         mine: dict[TopicPartition, PartitionState],
-    ) -> None:
+    ) -> int:
+        """Buffer what the answer carried; the record bytes it carried."""
         config = self.config
+        metrics = self.metrics
+        total = 0
         names = {spec.topic_id: tp.topic for tp, spec in plan.wanted.items()}
         states = self.subs.states()
         loop_time = asyncio.get_running_loop().time()
@@ -661,6 +683,9 @@ class Fetcher:
                 records = p.records
                 if not records:
                     continue
+                if metrics is not None:
+                    total += len(records)
+                    metrics.partition_fetched(tp.topic, len(records))
                 view = memoryview(records)
                 cut = first_batch_size(view)
                 if cut is not None:
@@ -713,6 +738,7 @@ class Fetcher:
             frame.settle()  # e.g. one small partition in a big answer: copy it now
         if got_data:
             self._data.set()
+        return total
 
     def _partition_error(
         self,

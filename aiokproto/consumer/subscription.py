@@ -454,6 +454,10 @@ class SubscriptionState:
             if s.position is None and s.reset is None and not s.held
         ]
 
+    def any_held(self) -> bool:
+        """Some partition waits for ``on_partitions_assigned`` to return."""
+        return any(s.held for s in self._states.values())
+
     def needs_validation(self) -> list[TopicPartition]:
         return [tp for tp, s in self._states.items() if s.validate_epoch]
 

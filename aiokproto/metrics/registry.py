@@ -81,8 +81,14 @@ class MetricsSnapshot(Mapping[MetricName, float]):
     def value(
         self, name: str, group: str | None = None, tags: Mapping[str, str] | None = None
     ) -> float:
-        """The one metric ``name`` matches; ``KeyError`` if none or several do."""
+        """The one metric ``name`` matches; ``KeyError`` if none or several do.
+
+        Where a metric exists per client and per topic (``records-consumed-total``), the
+        one tagged with exactly ``tags`` (besides ``client-id``) is meant."""
         found = self.find(name, group, tags)
+        if len(found) > 1:
+            keys = {"client-id", *(tags or {})}
+            found = {m: v for m, v in found.items() if {k for k, _ in m.tags} == keys}
         if len(found) != 1:
             which = "no metric" if not found else f"{len(found)} metrics"
             raise KeyError(f"{which} named {name!r} (group={group!r}, tags={tags!r})")
@@ -101,6 +107,8 @@ class MetricsRegistry:
         self.window_s = window_ms / 1000
         self.num_samples = num_samples
         self._metrics: dict[MetricName, Callable[[float], float]] = {}
+        # metrics whose set changes (one per assigned partition): read at snapshot time
+        self._families: list[Callable[[float], dict[MetricName, float]]] = []
 
     def name(self, name: str, group: str, description: str = "", **tags: str) -> MetricName:
         """A metric name with the ``client-id`` tag first; tag keys use ``_`` for ``-``."""
@@ -131,6 +139,10 @@ class MetricsRegistry:
     ) -> None:
         self._metrics[self.name(name, group, description, **tags)] = lambda _now: float(read())
 
+    def family(self, read: Callable[[float], dict[MetricName, float]]) -> None:
+        """Metrics computed together at snapshot time, e.g. one per assigned partition."""
+        self._families.append(read)
+
     def remove(self, group: str, **tags: str) -> None:
         """Drop every metric of ``group`` carrying ``tags`` (a closed broker, a revoked
         partition), so a snapshot does not grow without bound."""
@@ -145,7 +157,10 @@ class MetricsRegistry:
 
     def snapshot(self) -> MetricsSnapshot:
         now = time.monotonic()
-        return MetricsSnapshot({m: read(now) for m, read in list(self._metrics.items())})
+        values = {m: read(now) for m, read in list(self._metrics.items())}
+        for family in self._families:
+            values.update(family(now))
+        return MetricsSnapshot(values)
 
 
 def _bind(read: Callable[[Sensor, float], float], sensor: Sensor) -> Callable[[float], float]:

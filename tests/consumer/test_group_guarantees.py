@@ -135,7 +135,9 @@ def member(kafka: Any, topic: str, group: str, **options: Any) -> Consumer:
         "default_api_timeout_ms": 20_000,
     }
     return Consumer(
-        topic, bootstrap_servers=kafka.bootstrap_servers, group_id=group,
+        topic,
+        bootstrap_servers=kafka.bootstrap_servers,
+        group_id=group,
         **{**defaults, **options},
     )
 
@@ -323,3 +325,67 @@ async def test_nothing_is_handed_out_before_on_partitions_assigned_returns(
             TopicPartition(topic_name, 0),
             TopicPartition(topic_name, 1),
         }
+
+
+class AwaitsWithoutSeeking(ConsumerRebalanceListener):
+    """A listener that awaits something and leaves positions alone."""
+
+    async def on_partitions_assigned(self, assigned: frozenset[TopicPartition]) -> None:
+        await asyncio.sleep(0.3)  # e.g. warming a cache
+
+
+@pytest.mark.parametrize("how", ["async for", "getmany", "getone"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_an_awaiting_assigned_listener_that_does_not_seek_still_gets_records(
+    kafka: Any, topic_name: str, protocol: str, how: str
+) -> None:
+    # Found while writing the metrics tests: the poll that ran while the listener was
+    # awaiting marked the assignment's positions settled, skipping the held
+    # partitions, and nothing looked them up after the listener returned: the
+    # consumer waited forever. Half of the records were committed by an earlier member.
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as p:
+        for part in range(2):
+            await p.send_batch(topic_name, [b"%d" % i for i in range(10)], partition=part)
+    group = f"g-{topic_name}"
+
+    def new_member() -> Consumer:
+        if protocol == "classic":
+            return member(kafka, topic_name, group, enable_auto_commit=False)
+        return Consumer(
+            topic_name,
+            bootstrap_servers=kafka.bootstrap_servers,
+            group_id=group,
+            group_protocol="consumer",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+
+    first = new_member()
+    async with first, asyncio.timeout(30):
+        while len(first.assignment()) < 2:  # a member may commit once it is in
+            await first.getmany(timeout_ms=100)
+        await first.commit({TopicPartition(topic_name, 0): 5, TopicPartition(topic_name, 1): 0})
+    consumer = new_member()
+    consumer.subscribe([topic_name], listener=AwaitsWithoutSeeking())
+    got: dict[int, list[int]] = {0: [], 1: []}
+
+    def done() -> bool:
+        return len(got[0]) >= 5 and len(got[1]) >= 10
+
+    async with consumer:
+        async with asyncio.timeout(30):
+            if how == "getmany":
+                while not done():
+                    for tp, recs in (await consumer.getmany(timeout_ms=50)).items():
+                        got[tp.partition].extend(r.offset for r in recs)
+            elif how == "getone":
+                while not done():
+                    record = await consumer.getone()
+                    got[record.partition].append(record.offset)
+            else:
+                async for record in consumer:
+                    got[record.partition].append(record.offset)
+                    if done():
+                        break
+    assert got == {0: list(range(5, 10)), 1: list(range(10))}

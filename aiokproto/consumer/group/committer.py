@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from aiokproto.cluster.backoff import Backoff
 from aiokproto.cluster.client import ClusterClient
@@ -33,6 +35,9 @@ from aiokproto.errors import KafkaError, KafkaTimeoutError, UnknownServerErrorEr
 from aiokproto.protocol.messages.offset_commit import OffsetCommitRequest
 from aiokproto.protocol.messages.offset_fetch import OffsetFetchRequest
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from aiokproto.metrics.consumer import CoordinatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +79,7 @@ class GroupOffsets:
         self._client = client
         self.group_id = group_id
         self.group_instance_id = group_instance_id
+        self.metrics: CoordinatorMetrics | None = None  # set by the group member
 
     def backoff(self) -> Backoff:
         config = self._client.config
@@ -111,12 +117,20 @@ class GroupOffsets:
             ids = self._topic_ids(topics)
             version = usable_version(conn.version_for(OffsetCommitRequest), topics, ids)
             request = build_commit(
-                self.group_id, generation, member_id, self.group_instance_id, offsets, ids,
+                self.group_id,
+                generation,
+                member_id,
+                self.group_instance_id,
+                offsets,
+                ids,
                 version,
             )
+            sent_at = time.monotonic()
             response = await conn.send(
                 request, version, timeout_ms=self._time_left_ms(deadline, "OffsetCommit")
             )
+        if self.metrics is not None:
+            self.metrics.committed(time.monotonic() - sent_at)
         codes = parse_commit(response, version, ids)
         return {tp: codes.get(tp, NOT_ANSWERED) for tp in offsets}
 

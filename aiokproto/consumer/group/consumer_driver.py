@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -596,6 +597,7 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
         timer.sent(loop.time())
         if not leaving:
             self._feed(Event.HEARTBEAT_SENT)  # ACKNOWLEDGING: this one acknowledges
+        sent_at = time.monotonic()
         try:
             response = await self._send(conn, request)
         except KafkaError as exc:
@@ -619,6 +621,8 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
             self._feed(Event.HEARTBEAT_SENT)
             return
         self._trouble.recovered()
+        if self._metrics is not None:
+            self._metrics.heartbeat(time.monotonic() - sent_at)
         code = response.error_code
         event = heartbeat_event(code)
         if event is Event.HEARTBEAT_OK:
@@ -674,6 +678,8 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
         if kind is EffectKind.REVOKE_STEP:
             if not m.is_live(effect.token):
                 return
+            if self._metrics is not None:
+                self._metrics.rebalance_started()
             if effect.partitions:
                 log.info("group %r: revoking %s", gid, names(sorted(effect.partitions)))
                 if ours:
@@ -690,6 +696,8 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
         elif kind is EffectKind.ASSIGN_STEP:
             if not m.is_live(effect.token):
                 return
+            if self._metrics is not None:
+                self._metrics.rebalance_started()  # no revoke step came first
             log.info(
                 "group %r: epoch %d assigned %s",
                 gid,
@@ -704,6 +712,8 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
             finally:
                 sub.release_held()
             self.reconciliations += 1
+            if self._metrics is not None:
+                self._metrics.rebalance_done()
             self._reset_auto_commit_timer(asyncio.get_running_loop().time())
             self._post(_Item(Event.RECONCILED, token=effect.token))
         elif kind is EffectKind.LOSE:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NoReturn
@@ -85,7 +86,6 @@ from aiokproto.protocol.messages.leave_group import (
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(slots=True)
@@ -591,15 +591,17 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
         elif kind is EffectKind.SET_ASSIGNMENT:
             # new partitions wait for on_partitions_assigned (it may seek): none of
             # their records is fetched or handed out, nor a position looked up, before
-            self._sub.set_group_assignment(
-                effect.partitions, hold=self._sub.listener is not None
-            )
+            self._sub.set_group_assignment(effect.partitions, hold=self._sub.listener is not None)
         elif kind is EffectKind.ASSIGNED:
             try:
                 await self._call_listener("on_partitions_assigned", effect.partitions)
             finally:
                 self._sub.release_held()
+            if self._metrics is not None:
+                self._metrics.rebalance_done()
         elif kind is EffectKind.SEND_JOIN:
+            if self._metrics is not None:
+                self._metrics.rebalance_started()
             return await self._join_group()
         elif kind is EffectKind.SEND_SYNC:
             return await self._sync_group()
@@ -868,6 +870,7 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
         try:
             node = await self._coordinator()
             conn = await self._client.connection(node, "group")
+            sent_at = time.monotonic()
             response = await conn.send(request)
         except KafkaError as exc:
             if exc.retriable:
@@ -878,6 +881,8 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
                 return None
             return _Answer(Input.FATAL, error=exc, tag=generation)
         self._trouble.recovered()
+        if self._metrics is not None:
+            self._metrics.heartbeat(time.monotonic() - sent_at)
         inp = member_input(response.error_code)
         if inp is None:
             return None

@@ -21,8 +21,9 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import ClassVar, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, Self, TypeVar
 
 from aiokproto.cluster.backoff import Backoff
 from aiokproto.cluster.client import ClusterClient
@@ -33,6 +34,9 @@ from aiokproto.consumer.subscription import PartitionState, SubscriptionState
 from aiokproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, for_code
 from aiokproto.logs import RepeatingWarning
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from aiokproto.metrics.consumer import CoordinatorMetrics
 
 _CLOSE_TIMEOUT_MS = 30_000
 #: how often the watch tasks look at the clock, the subscription and the metadata
@@ -140,6 +144,12 @@ class MemberBase(abc.ABC, Generic[MachineT, EffectT]):
         self._all_topics = False  # metadata covers every topic (pattern / regex)
         # the coordinator unreachable: one line per outage, not one per heartbeat
         self._trouble = RepeatingWarning(self._log, level=logging.INFO)
+        self._metrics: CoordinatorMetrics | None = None
+
+    def set_metrics(self, metrics: CoordinatorMetrics | None) -> None:
+        """Record rebalances, commits, heartbeats and listener calls in ``metrics``."""
+        self._metrics = metrics
+        self._offsets.metrics = metrics
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -324,6 +334,7 @@ class MemberBase(abc.ABC, Generic[MachineT, EffectT]):
         if listener is None:
             return
         self._in_user_code = True
+        started = time.monotonic()
         try:
             result = getattr(listener, name)(partitions)
             if inspect.isawaitable(result):  # plain methods are fine too (aiokafka's)
@@ -339,6 +350,8 @@ class MemberBase(abc.ABC, Generic[MachineT, EffectT]):
             self._errors.append(exc)
         finally:
             self._in_user_code = False
+            if self._metrics is not None:
+                self._metrics.listener_ran(name, time.monotonic() - started)
             self._notify()
 
     # -- commits ---------------------------------------------------------------------------

@@ -214,9 +214,7 @@ _LISTED: dict[State, dict[Input, Transition[State, Action]]] = {
         In.UNSUBSCRIBED: Transition(S.UNJOINED, _LEAVE),
         In.POLL_TIMEOUT: Transition(S.UNJOINED, _POLL_LEAVE),
         In.CLOSE: Transition(S.CLOSED, _LEAVE),
-        In.UNKNOWN_MEMBER: Transition(
-            S.JOINING, (A.FORGET_MEMBER, A.PREPARE_JOIN, A.SEND_JOIN)
-        ),
+        In.UNKNOWN_MEMBER: Transition(S.JOINING, (A.FORGET_MEMBER, A.PREPARE_JOIN, A.SEND_JOIN)),
         In.ILLEGAL_GENERATION: Transition(
             S.JOINING, (A.FORGET_GENERATION, A.PREPARE_JOIN, A.SEND_JOIN)
         ),
