@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 FETCH_GROUP = "consumer-fetch-manager-metrics"
 COORDINATOR_GROUP = "consumer-coordinator-metrics"
 CONSUMER_GROUP = "consumer-metrics"
+SHARE_FETCH_GROUP = "consumer-share-fetch-manager-metrics"
+SHARE_GROUP = "consumer-share-metrics"
 _RATE_TOTAL = ("rate", "total")
 _COUNT_RATE_TOTAL = ("count-rate", "count-total")
 
@@ -122,6 +124,24 @@ class FetchMetrics:
         """One poll handed out ``count`` records (Java's records-per-request is per fetch;
         ours counts what each poll returned, the closest cheap measure)."""
         self.per_request.record(count)
+
+
+class ShareFetchMetrics(FetchMetrics):
+    """The share consumer's fetches, plus its acknowledgements (Java's
+    ``acknowledgements-send-rate`` / ``acknowledgements-error-rate``)."""
+
+    def __init__(self, registry: MetricsRegistry) -> None:
+        super().__init__(registry, SHARE_FETCH_GROUP)
+        self.acks = registry.sensor()
+        self.ack_errors = registry.sensor()
+        group = self.group
+        registry.publish(self.acks, "acknowledgements-send", group, _RATE_TOTAL)
+        registry.publish(self.ack_errors, "acknowledgements-error", group, _RATE_TOTAL)
+
+    def acknowledged(self, sent: int, failed: int) -> None:
+        self.acks.record(sent)
+        if failed:
+            self.ack_errors.record(failed)
 
 
 class PollMetrics:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -48,6 +49,9 @@ from aiokproto.errors import (
     UnsupportedVersionError,
     for_code,
 )
+from aiokproto.metrics.connections import ConnectionMetrics
+from aiokproto.metrics.consumer import SHARE_GROUP, PollMetrics, ShareFetchMetrics
+from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.protocol.messages.share_acknowledge import (
     ShareAcknowledgeRequest,
     ShareAcknowledgeRequestAcknowledgementBatch,
@@ -169,6 +173,19 @@ class ShareConsumer:
             raise KafkaConfigError(f"ShareConsumer: {exc}") from None
         self._topics = self._check_topics(topics)
         self._client: ClusterClient | None = None
+        cc = self._client_config
+        self._registry = MetricsRegistry(
+            cc.client_id, window_ms=cc.metrics_sample_window_ms, num_samples=cc.metrics_num_samples
+        )
+        self._conn_metrics = ConnectionMetrics(self._registry, "consumer-share")
+        self._fetch_metrics = ShareFetchMetrics(self._registry)
+        self._poll_metrics = PollMetrics(self._registry, SHARE_GROUP)
+        self._registry.gauge(
+            "assigned-partitions",
+            "consumer-share-coordinator-metrics",
+            lambda: len(self._assigned),
+            "partitions the share group assigned us",
+        )
         self._member = ShareMember(new_member_id(), self._opts.client_rack)
         self._state: Literal["new", "running", "stopping", "stopped"] = "new"
         self._tasks: list[asyncio.Task[None]] = []
@@ -207,7 +224,7 @@ class ShareConsumer:
             raise ConsumerStoppedError(f"the share consumer is {self._state}")
         self._changed = asyncio.Event()
         self._wake_heartbeat = asyncio.Event()
-        self._client = ClusterClient(self._client_config)
+        self._client = ClusterClient(self._client_config, self._conn_metrics)
         try:
             await self._client.start()
         except BaseException:
@@ -319,6 +336,13 @@ class ShareConsumer:
 
     # -- consuming --------------------------------------------------------------------
 
+    def metrics(self) -> MetricsSnapshot:
+        """The share consumer's metrics now, under Java's names
+        (``consumer-share-fetch-manager-metrics``: ``records-consumed-rate``,
+        ``fetch-latency-avg``, ``acknowledgements-send-rate``...; ``consumer-share-metrics``;
+        ``consumer-share-node-metrics`` per broker)."""
+        return self._registry.snapshot()
+
     async def getmany(
         self, timeout_ms: int = 0, max_records: int | None = None
     ) -> dict[TopicPartition, list[ShareRecord]]:
@@ -326,6 +350,7 @@ class ShareConsumer:
         waits up to ``timeout_ms`` for some. Implicit mode first accepts everything the
         previous call handed out."""
         self._check_running("getmany()")
+        self._poll_metrics.polled()
         limit = self._opts.max_poll_records if max_records is None else max_records
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise KafkaConfigError(f"max_records must be an int >= 1, not {max_records!r}")
@@ -462,6 +487,9 @@ class ShareConsumer:
             out.setdefault(tp, []).extend(delivered)
             for r in delivered:
                 self._handed[(tp, r.offset)] = r
+            self._fetch_metrics.handed_out(tp.topic, len(delivered), None, None)
+        if out:
+            self._fetch_metrics.drained(limit - left)
         self._notify()  # a broker whose records are all handed out fetches again
         return out
 
@@ -749,7 +777,9 @@ class ShareConsumer:
         step = session.plan(wanted, frozenset(acks))
         request = self._fetch_request(step, acks)
         timeout_ms = self._client_config.request_timeout_ms + self._opts.fetch_max_wait_ms
+        sent_at = time.monotonic()
         response = await client.send(node, request, purpose="fetch", timeout_ms=timeout_ms)
+        fetched_bytes = 0
         if response.error_code:
             error = for_code(response.error_code)(response.error_message)
             self._session_lost(node, session, error)
@@ -796,7 +826,13 @@ class ShareConsumer:
                         for_code(part.error_code).__name__,
                     )
                     continue
+                if part.records:
+                    fetched_bytes += len(part.records)
+                    self._fetch_metrics.partition_fetched(tp.topic, len(part.records))
                 self._acquired(tp, node, part.records, part.acquired_records)
+        self._fetch_metrics.fetched(
+            time.monotonic() - sent_at, fetched_bytes, response.throttle_time_ms
+        )
         for tp in acks:
             results.setdefault(tp, None)
         self._report_results(acks, flushes, results)
@@ -891,6 +927,10 @@ class ShareConsumer:
         flushes: list[_Flush],
         results: AckResults,
     ) -> None:
+        if acks:
+            sent = sum(len(o) for o in acks.values())
+            failed = sum(len(o) for tp, o in acks.items() if results.get(tp) is not None)
+            self._fetch_metrics.acknowledged(sent, failed)
         callback = self._opts.acknowledgement_commit_callback
         if callback is not None and acks:
             by_error: dict[int, tuple[Exception | None, dict[TopicPartition, frozenset[int]]]] = {}
