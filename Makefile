@@ -72,7 +72,7 @@ UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/producer/test_producer_
 # The whole suite on Kafka 4.3.1 (tests that take `kafka_any` also run on 3.9.1), then
 # the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,
 # then a slice on uvloop.
-test: venv jars lint typecheck codegen-check
+test: venv jars lint typecheck codegen-check docs
 	$(call run_pytest,$(PYTEST_ARGS))
 	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py tests/consumer/test_positions.py $(PYTEST_ARGS))
 	$(call run_pytest,--event-loop uvloop -m "not slow" $(UVLOOP_SLICE) $(PYTEST_ARGS))
