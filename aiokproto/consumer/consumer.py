@@ -354,9 +354,12 @@ class Consumer:
         self._subs.assign(_check_tps(partitions))
 
     def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions assigned now: by the group, by ``assign()``, or (a subscription
+        without a group) every partition of the subscribed topics."""
         return self._subs.assigned()
 
     def subscription(self) -> frozenset[str]:
+        """The subscribed topics (for a pattern or regex, the topics it matched)."""
         return self._subs.topics
 
     def unsubscribe(self) -> Awaitable[None]:
@@ -506,9 +509,11 @@ class Consumer:
         self._subs.pause(*tps)
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """Fetch and hand out ``partitions`` again after ``pause()``."""
         self._subs.resume(*_check_tps(partitions))
 
     def paused(self) -> frozenset[TopicPartition]:
+        """The partitions paused by ``pause()``."""
         return self._subs.paused()
 
     # -- offsets of the log --------------------------------------------------------------
@@ -516,6 +521,7 @@ class Consumer:
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
+        """The first offset still in the log of each partition (the log start offset)."""
         answers = await self._list(partitions, EARLIEST, timeout_ms)
         return {tp: a.offset for tp, a in answers.items()}
 
@@ -634,6 +640,7 @@ class Consumer:
 
     @property
     def group_coordinator(self) -> Group | None:
+        """The group member driving this consumer's membership (None without a group_id)."""
         return self._group
 
     def metrics(self) -> MetricsSnapshot:

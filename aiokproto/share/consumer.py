@@ -218,6 +218,7 @@ class ShareConsumer:
         await self.stop()
 
     async def start(self) -> None:
+        """Connect and join the share group when subscribed; ``async with`` calls it."""
         if self._state != "new":
             if self._state == "running":
                 return
@@ -317,16 +318,20 @@ class ShareConsumer:
         self._wake_heartbeat.set()
 
     def unsubscribe(self) -> None:
+        """Subscribe to nothing: the member leaves the share group (``subscribe(())``)."""
         self.subscribe(())
 
     def subscription(self) -> frozenset[str]:
+        """The subscribed topics."""
         return self._member.topics
 
     def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the share group assigned this member (other members may share them)."""
         return self._assigned
 
     @property
     def member_id(self) -> str:
+        """This member's id in the share group (chosen by the client, KIP-1082)."""
         return self._member.member_id
 
     @property
