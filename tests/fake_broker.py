@@ -23,6 +23,10 @@ from aiokproto.protocol.messages.api_versions import (
 )
 from aiokproto.protocol.messages.metadata import MetadataResponse, MetadataResponseBroker
 
+#: GetTelemetrySubscriptions and PushTelemetry: like a real broker without a telemetry
+#: exporter plugin, the fake does not offer them (clients then push no KIP-714 metrics)
+TELEMETRY_APIS = frozenset({71, 72})
+
 
 @dataclass
 class Received:
@@ -95,6 +99,7 @@ class FakeBroker:
                         api_key=k, min_version=cls.MIN_VERSION, max_version=cls.MAX_STABLE_VERSION
                     )
                     for k, cls in sorted(REQUESTS.items())
+                    if k not in TELEMETRY_APIS
                 ]
             )
         if rec.api_key == 3:

@@ -33,6 +33,7 @@ from aiokproto.errors import (
 )
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
+from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.protocol.base import Request
 from aiokproto.protocol.messages import metadata as m_metadata
 
@@ -76,6 +77,7 @@ class AdminBase:
             num_samples=config.metrics_num_samples,
         )
         self._conn_metrics = ConnectionMetrics(self._registry, "admin-client")
+        self._telemetry: TelemetryReporter | None = None  # KIP-714 metrics push
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -91,10 +93,14 @@ class AdminBase:
         client = ClusterClient(self.config, self._conn_metrics)
         await client.start()
         self._client = client
+        self._telemetry = TelemetryReporter(client, self._registry, "admin", self.config)
+        await self._telemetry.start()
 
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
+            if self._telemetry is not None:
+                await self._telemetry.close()  # the terminating push, briefly bounded
             await client.close()
 
     stop = close
@@ -104,6 +110,12 @@ class AdminBase:
         ``request-rate``, ``request-latency-avg``, ``connection-count``...; per broker in
         ``admin-client-node-metrics``)."""
         return self._registry.snapshot()
+
+    def client_instance_id(self) -> uuid.UUID | None:
+        """The id the broker gave this client for KIP-714 metrics (Java's
+        ``clientInstanceId()``); None until a broker answered, when no broker supports
+        client metrics, or with ``enable_metrics_push=False``."""
+        return None if self._telemetry is None else self._telemetry.client_instance_id()
 
     # == plumbing ======================================================================
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from time import time as _time
@@ -34,6 +35,7 @@ from aiokproto.errors import (
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.producer import ProducerMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
+from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.producer.accumulator import RECORD_CHARGE, Accumulator
 from aiokproto.producer.batch import PartitionQueue
 from aiokproto.producer.built import BatchBuilder
@@ -271,6 +273,7 @@ class Producer:
             in_flight=lambda: self._sender.requests_in_flight if self._sender else 0,
         )
         self._txn: TransactionManager | None = None  # with transactional_id
+        self._telemetry: TelemetryReporter | None = None  # KIP-714 metrics push
         # transactions begun so far: a send that waited and finds another number has
         # outlived the transaction it was called in, and buffers nothing
         self._txn_round = 0
@@ -343,6 +346,14 @@ class Producer:
             raise
         self._client, self._acc, self._sender, self._txn = client, acc, sender, txn
         sender.start()
+        self._telemetry = TelemetryReporter(
+            client,
+            self._registry,
+            "producer",
+            self.config,
+            resource={"transactional_id": self.options.transactional_id},
+        )
+        await self._telemetry.start()
         self._running = True
         # a transactional producer accepts records only inside a transaction
         self._accepting = txn is None
@@ -406,6 +417,8 @@ class Producer:
             )
             if txn is not None:
                 await txn.close(timeout)  # a commit or abort in progress may finish
+            if self._telemetry is not None:
+                await self._telemetry.close()  # the terminating push, briefly bounded
             await client.close()
 
     close = stop
@@ -896,6 +909,12 @@ class Producer:
         ``producer-topic-metrics`` per topic and ``producer-node-metrics`` per broker.
         Works before start and after stop."""
         return self._registry.snapshot()
+
+    def client_instance_id(self) -> uuid.UUID | None:
+        """The id the broker gave this client for KIP-714 metrics (Java's
+        ``clientInstanceId()``); None until a broker answered, when no broker supports
+        client metrics, or with ``enable_metrics_push=False``."""
+        return None if self._telemetry is None else self._telemetry.client_instance_id()
 
     # -- partitions -----------------------------------------------------------------
 
