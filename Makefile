@@ -105,6 +105,26 @@ bench-full: venv jars
 bench-rebalance: venv jars
 	$(PY) -m benchmarks.rebalance_time
 
+# A Spark standalone master and two workers (1 core, 1g each) on 127.0.0.1, started
+# from the installed pyspark's bin/spark-class; prints the master URL and runs in the
+# foreground until Ctrl-C (or `make spark-cluster-stop` from another shell). Logs and
+# work dirs in .cache/spark-cluster/. test-spark-cluster runs the data source on such
+# a cluster (the tests start their own); make test skips those tests.
+.PHONY: spark-cluster spark-cluster-stop test-spark-cluster
+SPARK_CLUSTER_DIR := .cache/spark-cluster
+
+spark-cluster: venv
+	$(PY) -m aiokproto.testing.spark_cluster --dir $(SPARK_CLUSTER_DIR) --pid-file $(SPARK_CLUSTER_DIR)/pid
+
+spark-cluster-stop:
+	@pid=$$(cat $(SPARK_CLUSTER_DIR)/pid 2>/dev/null); \
+	if [ -n "$$pid" ] && ps -p $$pid -o args= | grep -q aiokproto.testing.spark_cluster; then \
+		kill $$pid && echo "stopping the Spark cluster ($$pid)"; \
+	else echo "no Spark cluster from make spark-cluster is running"; fi
+
+test-spark-cluster: venv jars
+	$(call run_pytest,-m spark_cluster tests/spark/test_spark_cluster.py $(PYTEST_ARGS))
+
 broker: venv jars
 	$(PY) -m aiokproto.testing broker start --version $(KAFKA_VERSION)
 

@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -25,7 +25,12 @@ def _die_with_parent() -> None:
 
 
 def spawn(
-    argv: list[str], cwd: Path, output: Path, *, detached: bool = False
+    argv: list[str],
+    cwd: Path,
+    output: Path,
+    *,
+    detached: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` with stdout+stderr appended to ``output``.
 
@@ -33,6 +38,7 @@ def spawn(
     from the main thread, also by the kernel if this process dies abruptly. (The
     kernel ties PDEATHSIG to the creating *thread*, so worker threads skip it.)
     A detached child (``broker start`` from the CLI) survives us on purpose.
+    ``env`` replaces the inherited environment when given.
     """
     preexec: Callable[[], None] | None = None
     if not detached and threading.current_thread() is threading.main_thread():
@@ -41,6 +47,7 @@ def spawn(
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
+            env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
