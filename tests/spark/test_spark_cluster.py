@@ -297,3 +297,61 @@ def test_cluster_sasl_ssl_options_travel(
     ).mode("append").save()
     got = consume_all(plain, target, 200)
     assert sorted(r.value for r in got) == sorted(b"s%d" % i for i in range(200))
+
+
+def test_cluster_executor_lost_mid_job_exactly_once_read_committed(
+    spark_cluster: Any, spark_on_cluster: Any, bootstrap: str, topic_name: str
+) -> None:
+    """An executor JVM dies (SIGKILL) while its task reads and writes: Spark reruns the
+    task elsewhere; the re-read range is the same, and the transactional write of the
+    lost attempt is fenced and aborted, so read_committed sees every record once."""
+    spark = spark_on_cluster
+    source, target = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(bootstrap, source, partitions=2)
+    create_topic(bootstrap, target, partitions=2)
+    produce(bootstrap, source, [(None, b"x%d" % i, i % 2) for i in range(600)])
+
+    def kill_own_executor(value: bytes) -> bytes:
+        # In the first attempt of the first task, after some rows went out: SIGKILL the
+        # executor JVM (the Python worker's grandparent: executor -> daemon -> worker).
+        import os
+        import signal
+
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        if (
+            tc is not None
+            and tc.partitionId() == 0
+            and tc.attemptNumber() == 0
+            and value == b"x100"
+        ):
+            with open(f"/proc/{os.getppid()}/stat") as f:
+                grandparent = int(f.read().rsplit(")", 1)[1].split()[1])
+            os.kill(grandparent, signal.SIGKILL)
+        return value
+
+    from pyspark.sql.functions import udf
+
+    killer = udf(kill_own_executor, "binary").asNondeterministic()
+    (
+        spark.read.format("aiokproto")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .load()
+        .select(killer("value").alias("value"), "partition")
+        .write.format("aiokproto")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", target)
+        .option("kafka.linger.ms", "0")
+        .option("transactional.id.prefix", f"{target}-tx")
+        .mode("append")
+        .save()
+    )
+    got = consume_all(bootstrap, target, 600, isolation_level="read_committed")
+    assert sorted(r.value for r in got) == sorted(b"x%d" % i for i in range(600))
+    # an executor really died: its worker started a replacement (work/<app>/<new id>)
+    executor_dirs = list(spark_cluster.base_dir.glob("worker-*/work/app-*/*"))
+    assert len(executor_dirs) >= 3, executor_dirs
+    # the worker starts a replacement executor; later jobs get two again
+    _wait_for_executors(spark, 2, timeout_s=120)
