@@ -9,12 +9,13 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv docs jars lint typecheck codegen codegen-check test test-fast faults soak demo bench bench-full bench-rebalance broker broker-stop broker-status clean
+.PHONY: help venv docs jars lint typecheck codegen codegen-check test test-fast test-spark-matrix faults soak demo bench bench-full bench-rebalance broker broker-stop broker-status clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
 	@echo "make test    - set up, then ruff, mypy --strict, codegen --check and pytest"
 	@echo "make faults  - the fault-injection suite at full size (make test runs a slice)"
+	@echo "make test-spark-matrix - tests/spark on every supported pyspark, one venv each"
 	@echo "make soak    - 30 minutes of steady produce+consume; RSS/fd/task slopes"
 	@echo "make bench   - benchmarks against peer clients on one local broker"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
@@ -76,6 +77,34 @@ test: venv jars lint typecheck codegen-check docs
 	$(call run_pytest,$(PYTEST_ARGS))
 	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py tests/consumer/test_positions.py $(PYTEST_ARGS))
 	$(call run_pytest,--event-loop uvloop -m "not slow" $(UVLOOP_SLICE) $(PYTEST_ARGS))
+
+# tests/spark on each supported pyspark, the newest patch of every minor (make test runs
+# them on the main venv's pyspark, the newest): one venv per version under
+# .venv-spark/<version>/, installed once (a stamp file; a pyproject.toml change installs
+# again). Every version runs even if one fails; then a line per version, exit 1 if any
+# failed. aiokproto/spark/compat.py says what differs between them.
+SPARK_VERSIONS := 4.0.5 4.1.4 4.2.1 4.3.0
+SPARK_PYTHON ?= python3.11
+SPARK_VENVS := .venv-spark
+
+$(SPARK_VENVS)/%/.installed: pyproject.toml
+	test -x $(SPARK_VENVS)/$*/bin/python || $(SPARK_PYTHON) -m venv $(SPARK_VENVS)/$*
+	$(SPARK_VENVS)/$*/bin/python -m pip install -q --upgrade pip
+	$(SPARK_VENVS)/$*/bin/python -m pip install -q -e '.[test,spark]' 'pyspark==$*'
+	touch $@
+
+test-spark-matrix: $(foreach v,$(SPARK_VERSIONS),$(SPARK_VENVS)/$(v)/.installed)
+	$(SPARK_VENVS)/$(lastword $(SPARK_VERSIONS))/bin/python -m aiokproto.testing resolve --version $(KAFKA_VERSION)
+	@summary=""; failed=0; \
+	for v in $(SPARK_VERSIONS); do \
+		echo "== pyspark $$v"; start=$$(date +%s); \
+		$(SPARK_VENVS)/$$v/bin/python -m pytest -q -p no:cacheprovider tests/spark $(PYTEST_ARGS) \
+			2>&1 | tee $(SPARK_VENVS)/$$v/pytest.log; \
+		rc=$${PIPESTATUS[0]}; [ $$rc -eq 0 ] || failed=1; \
+		summary="$$summary\npyspark $$v: exit $$rc, $$(tail -n 1 $(SPARK_VENVS)/$$v/pytest.log | tr -d =)"; \
+		summary="$$summary (wall $$(( $$(date +%s) - start )) s)"; \
+	done; \
+	echo -e "== test-spark-matrix$$summary"; exit $$failed
 
 # The fault-injection suite at full size: leader bounces, group churn, outages, network
 # faults, protocol fuzzing (make test runs a time-boxed slice of the same tests).
