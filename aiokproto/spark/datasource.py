@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
@@ -32,10 +33,10 @@ from pyspark.sql.types import (
 )
 
 from aiokproto.errors import KafkaConfigError
-from aiokproto.spark import FORMAT, arrow
+from aiokproto.spark import FORMAT, arrow, compat
 from aiokproto.spark.fetch import drive, iter_range
 from aiokproto.spark.lookup import lookup
-from aiokproto.spark.offsets import offsets_from_json, offsets_to_json
+from aiokproto.spark.offsets import PartitionOffsets, offsets_from_json, offsets_to_json
 from aiokproto.spark.options import (
     SinkOptions,
     SourceOptions,
@@ -50,26 +51,6 @@ from aiokproto.spark.sink import (
     task_transactional_id,
     write_sync,
 )
-
-try:  # Spark 4.2+: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadLimit,
-        ReadMaxRows,
-        SupportsTriggerAvailableNow,
-    )
-except ImportError:  # pragma: no cover - older Spark
-    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
-    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
-
-try:  # Spark 4.1+: writers that take Arrow batches instead of Rows
-    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
-except ImportError:  # pragma: no cover - older Spark
-    DataSourceArrowWriter = DataSourceWriter  # type: ignore[misc,assignment]
-    DataSourceStreamArrowWriter = DataSourceStreamWriter  # type: ignore[misc,assignment]
-    ARROW_WRITES = False
-else:
-    ARROW_WRITES = True
 
 
 class RangePartition(InputPartition):
@@ -123,60 +104,33 @@ class KafkaBatchReader(DataSourceReader):
         return _read(self.options, partition)
 
 
-class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets are Spark's Kafka JSON (``{"topic": {"0": 42}}``), so is the checkpoint."""
+class _StreamReader(DataSourceStreamReader):
+    """Offsets are Spark's Kafka JSON (``{"topic": {"0": 42}}``), so is the checkpoint.
+
+    ``stream_reader`` picks the subclass for the running pyspark (``compat``).
+    """
 
     def __init__(self, options: SourceOptions) -> None:
         options.check_streaming()
         self.options = options
-        # Trigger.AvailableNow: the offsets that were latest when the query started.
-        self._target: dict[str, dict[str, int]] | None = None
-        # What latestOffset returned last; Spark < 4.2 calls it without a start.
-        self._last: dict[str, dict[str, int]] | None = None
+        self._initial: dict[str, dict[str, int]] | None = None
 
     def initialOffset(self) -> dict[str, Any]:
-        o = self.options
-        bounds, (hits,) = lookup(o.client, o.subscription, o.stream_starting)
-        start = resolve(
-            o.stream_starting, bounds, hits, ending=False, strategy=o.timestamp_strategy
-        )
-        self._last = offsets_to_json(start)
-        return self._last
-
-    def getDefaultReadLimit(self) -> Any:
-        if ReadMaxRows is not None and self.options.max_offsets_per_trigger is not None:
-            return ReadMaxRows(self.options.max_offsets_per_trigger)
-        return ReadAllAvailable() if ReadAllAvailable is not None else None
-
-    def latestOffset(
-        self, start: dict[str, Any] | None = None, limit: Any = None
-    ) -> dict[str, Any]:
-        o = self.options
-        if start is None:  # Spark < 4.2: no admission control, so apply the option here
-            start = self._last or self.initialOffset()
-            max_rows = o.max_offsets_per_trigger
-        else:
-            max_rows = (
-                limit.max_rows
-                if ReadMaxRows is not None and isinstance(limit, ReadMaxRows)
-                else None
+        # Resolved once: a query's first batch must start where latestOffset began counting
+        # (startingOffsets "latest" or a timestamp moves with time).
+        if self._initial is None:
+            o = self.options
+            bounds, (hits,) = lookup(o.client, o.subscription, o.stream_starting)
+            start = resolve(
+                o.stream_starting, bounds, hits, ending=False, strategy=o.timestamp_strategy
             )
+            self._initial = offsets_to_json(start)
+        return self._initial
+
+    def _next_end(self, start: dict[str, Any], max_rows: int | None) -> PartitionOffsets:
+        o = self.options
         bounds, _ = lookup(o.client, o.subscription)
-        end = stream_end(offsets_from_json(start, "the start offset"), bounds, max_rows)
-        if self._target is not None:
-            target = offsets_from_json(self._target, "the AvailableNow target")
-            # Partitions that appeared after the query started are not part of the target.
-            end = {tp: min(off, target[tp]) for tp, off in end.items() if tp in target}
-        self._last = offsets_to_json(end)
-        return self._last
-
-    def reportLatestOffset(self) -> dict[str, Any] | None:
-        bounds, _ = lookup(self.options.client, self.options.subscription)
-        return offsets_to_json(bounds.latest)
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        bounds, _ = lookup(self.options.client, self.options.subscription)
-        self._target = offsets_to_json(bounds.latest)
+        return stream_end(offsets_from_json(start, "the start offset"), bounds, max_rows)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         o = self.options
@@ -195,6 +149,69 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Spark's checkpoint is the only record of progress."""
+
+
+class KafkaStreamReader(_StreamReader, compat.SupportsTriggerAvailableNow):
+    """pyspark 4.2+: Spark passes each batch's start and a read limit
+    (``maxOffsetsPerTrigger``); Trigger.AvailableNow runs batches up to the offsets that
+    were latest when the query started."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self._target: dict[str, dict[str, int]] | None = None
+
+    def getDefaultReadLimit(self) -> compat.ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return compat.ReadMaxRows(self.options.max_offsets_per_trigger)
+        return compat.ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: compat.ReadLimit) -> dict[str, Any]:
+        max_rows = limit.max_rows if isinstance(limit, compat.ReadMaxRows) else None
+        end = self._next_end(start, max_rows)
+        if self._target is not None:
+            target = offsets_from_json(self._target, "the AvailableNow target")
+            # Partitions that appeared after the query started are not part of the target.
+            end = {tp: min(off, target[tp]) for tp, off in end.items() if tp in target}
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        bounds, _ = lookup(self.options.client, self.options.subscription)
+        return offsets_to_json(bounds.latest)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        bounds, _ = lookup(self.options.client, self.options.subscription)
+        self._target = offsets_to_json(bounds.latest)
+
+
+class LegacyKafkaStreamReader(_StreamReader):
+    """pyspark 4.0 and 4.1: no admission control, so ``latestOffset()`` gets neither the
+    start nor a limit. The reader applies ``maxOffsetsPerTrigger`` from the end of the
+    last batch Spark planned (``partitions``; on a restart Spark hands the checkpoint's
+    latest offsets to ``partitions(end, end)``), or from ``initialOffset()``.
+
+    Spark runs ``Trigger.AvailableNow`` on such a source as one batch, so with
+    ``maxOffsetsPerTrigger`` a run reads at most that many records (the next run goes on
+    from there); the reader cannot tell that trigger from the others.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self._planned: dict[str, Any] | None = None
+
+    def latestOffset(self) -> dict[str, Any]:  # type: ignore[override]  # pyspark < 4.2
+        start = self._planned if self._planned is not None else self.initialOffset()
+        return offsets_to_json(self._next_end(start, self.options.max_offsets_per_trigger))
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._planned = end
+        return super().partitions(start, end)
+
+
+def stream_reader(options: SourceOptions) -> _StreamReader:
+    """The stream reader for the running pyspark (see ``compat``)."""
+    if compat.ADMISSION_CONTROL:
+        return KafkaStreamReader(options)
+    return LegacyKafkaStreamReader(options)
 
 
 # -- sink ------------------------------------------------------------------------------
@@ -247,23 +264,21 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        records = (
-            (rec for batch in iterator for rec in arrow_records(batch))
-            if ARROW_WRITES
-            else row_records(iterator)
-        )
+        records = (rec for batch in iterator for rec in arrow_records(batch))
         txn_id = task_transactional_id(self.options.transactional_id_prefix)
         return _Written(write_sync(self.options.client, self.options.topic, records, txn_id))
 
 
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
+class KafkaStreamWriter(compat.DataSourceStreamArrowWriter):
+    """Takes Arrow batches on pyspark 4.1+, ``Row`` objects on 4.0 (``compat``)."""
+
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         records = (
             (rec for batch in iterator for rec in arrow_records(batch))
-            if ARROW_WRITES
+            if compat.STREAM_ARROW_WRITES
             else row_records(iterator)
         )
         txn_id = task_transactional_id(self.options.transactional_id_prefix)
@@ -292,7 +307,7 @@ class KafkaDataSource(DataSource):
         return KafkaBatchReader(parse_source_options(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(parse_source_options(self.options))
+        return stream_reader(parse_source_options(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(self.options)

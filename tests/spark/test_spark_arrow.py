@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
+from typing import Any
 
 import pytest
 
@@ -45,11 +47,14 @@ def test_schema_matches_spark(spark: object) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import _parse_datatype_string
 
+    # pyspark 4.0/4.1 take timestamp_utc (UTC by default), later ones a timezone
+    params = inspect.signature(to_arrow_schema).parameters
+    utc: dict[str, Any] = {"timezone": "UTC"} if "timezone" in params else {}
     for ddl, schema in (
         (arrow.DDL, arrow.SCHEMA),
         (arrow.DDL_WITH_HEADERS, arrow.SCHEMA_WITH_HEADERS),
     ):
-        assert to_arrow_schema(_parse_datatype_string(ddl), timezone="UTC").equals(schema)
+        assert to_arrow_schema(_parse_datatype_string(ddl), **utc).equals(schema)
 
 
 def test_sink_reads_arrow_columns() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from aiokproto.admin import Admin
+from aiokproto.spark import compat
 from aiokproto.structs import TopicPartition
 from tests.spark.helpers import create_topic, produce
 
@@ -119,6 +120,38 @@ def test_bad_options_fail_before_reading(spark: Any, bootstrap: str) -> None:
         reader(spark, bootstrap, subscribe="t", **{"kafka.fetch.max.bytez": "1"}).count()
 
 
+def _stream_run(
+    spark: Any, bootstrap: str, topic: str, checkpoint: str, available_now: bool
+) -> list[list[tuple[int, int]]]:
+    """One run of a query with maxOffsetsPerTrigger=30: the (partition, offset) of each
+    non-empty micro-batch. ``available_now``: Trigger.AvailableNow, else the default
+    trigger until all available data is processed."""
+    batches: list[list[tuple[int, int]]] = []
+
+    def each(batch_df: Any, _batch_id: int) -> None:
+        rows = batch_df.select("partition", "offset").collect()
+        batches.append(sorted((r.partition, r.offset) for r in rows))
+
+    writer = (
+        stream(
+            spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="30"
+        )
+        .writeStream.foreachBatch(each)
+        .option("checkpointLocation", checkpoint)
+    )
+    if available_now:
+        query = writer.trigger(availableNow=True).start()
+        assert query.awaitTermination(180), "the AvailableNow query did not finish"
+    else:
+        query = writer.start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    assert query.exception() is None
+    return [b for b in batches if b]
+
+
 def test_stream_read_in_batches_and_restart(
     spark: Any, bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
@@ -126,38 +159,40 @@ def test_stream_read_in_batches_and_restart(
     produce(bootstrap, topic_name, [(None, b"%d" % i, i % 2) for i in range(100)])
     checkpoint = str(tmp_path / "checkpoint")
 
-    def run() -> list[list[tuple[int, int]]]:
-        batches: list[list[tuple[int, int]]] = []
-
-        def each(batch_df: Any, _batch_id: int) -> None:
-            rows = batch_df.select("partition", "offset").collect()
-            batches.append(sorted((r.partition, r.offset) for r in rows))
-
-        query = (
-            stream(
-                spark,
-                bootstrap,
-                subscribe=topic_name,
-                startingOffsets="earliest",
-                maxOffsetsPerTrigger="30",
-            )
-            .writeStream.foreachBatch(each)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(180), "the AvailableNow query did not finish"
-        assert query.exception() is None
-        return [b for b in batches if b]
-
-    first = run()
+    first = _stream_run(spark, bootstrap, topic_name, checkpoint, available_now=False)
     assert [len(b) for b in first] == [30, 30, 30, 10]
     seen = [x for b in first for x in b]
     assert sorted(seen) == sorted((i % 2, i // 2) for i in range(100))
 
     # a restart resumes from the checkpoint: only the new records
     produce(bootstrap, topic_name, [(None, b"more", i % 2) for i in range(10)])
-    second = run()
+    second = _stream_run(spark, bootstrap, topic_name, checkpoint, available_now=False)
     assert sorted(x for b in second for x in b) == sorted(
+        (p, o) for p in (0, 1) for o in (50, 51, 52, 53, 54)
+    )
+
+
+def test_stream_available_now(spark: Any, bootstrap: str, topic_name: str, tmp_path: Path) -> None:
+    """pyspark 4.2+: every record there when the query started, 30 per batch. Before
+    4.2 Spark runs a Python source's AvailableNow as one batch, which the reader caps at
+    maxOffsetsPerTrigger (compat); each run goes on where the previous one stopped."""
+    create_topic(bootstrap, topic_name, partitions=2)
+    produce(bootstrap, topic_name, [(None, b"%d" % i, i % 2) for i in range(100)])
+    checkpoint = str(tmp_path / "checkpoint")
+
+    runs = [_stream_run(spark, bootstrap, topic_name, checkpoint, available_now=True)]
+    if compat.ADMISSION_CONTROL:
+        assert [len(b) for b in runs[0]] == [30, 30, 30, 10]
+    else:
+        while len(runs) < 4:
+            runs.append(_stream_run(spark, bootstrap, topic_name, checkpoint, available_now=True))
+        assert [[len(b) for b in run] for run in runs] == [[30], [30], [30], [10]]
+    seen = [x for run in runs for b in run for x in b]
+    assert sorted(seen) == sorted((i % 2, i // 2) for i in range(100))
+
+    # a restart resumes from the checkpoint: only the new records
+    produce(bootstrap, topic_name, [(None, b"more", i % 2) for i in range(10)])
+    again = _stream_run(spark, bootstrap, topic_name, checkpoint, available_now=True)
+    assert sorted(x for b in again for x in b) == sorted(
         (p, o) for p in (0, 1) for o in (50, 51, 52, 53, 54)
     )
