@@ -158,7 +158,7 @@ class Consumer:
         self._subs.not_yet_consumed = self._not_yet_consumed
         self._subs.on_revoking = self._drop_revoking
         self._offsets = OffsetClient(self._client, isolation_level=self._config.isolation)
-        fetch_metrics = FetchMetrics(self._registry)
+        fetch_metrics = self._fetch_metrics = FetchMetrics(self._registry)
         fetch_metrics.per_partition(lambda: self._subs.states().items())
         self._poll_metrics = PollMetrics(self._registry)
         self._fetcher = Fetcher(
@@ -808,9 +808,11 @@ class Consumer:
                         state.handed = offset  # never reached the application
         rest = self._pending[self._pending_index :]
         if partitions is None:
-            rest = []
+            dropped, rest = rest, []
         else:
+            dropped = [r for r in rest if (r[0], r[1]) in partitions]
             rest = [r for r in rest if (r[0], r[1]) not in partitions]
+        self._fetch_metrics.not_handed_out(r[0] for r in dropped)
         self._pending = rest
         self._pending_index = 0
 
@@ -823,6 +825,7 @@ class Consumer:
         assigned = self._subs.assigned()
         rest = self._pending[self._pending_index :]
         self._pending = [r for r in rest if (r[0], r[1]) in assigned]
+        self._fetch_metrics.not_handed_out(r[0] for r in rest if (r[0], r[1]) not in assigned)
         self._pending_index = 0
         self._pending_version = self._subs.assignment_version
 

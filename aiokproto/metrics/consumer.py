@@ -120,6 +120,18 @@ class FetchMetrics:
         if lead is not None:
             self.lead.record(lead)
 
+    def not_handed_out(self, topics: Iterable[str]) -> None:
+        """Records counted when ``async for`` took them (up to ``max_poll_records`` at a
+        time) were dropped before the application saw them (a seek, pause, rebalance or
+        stop): uncounted, one ``topics`` entry per record, so ``records-consumed-total``
+        is what the application received. Runs on those rare calls, not per poll."""
+        per_topic: dict[str, int] = {}
+        for topic in topics:
+            per_topic[topic] = per_topic.get(topic, 0) + 1
+        for topic, count in per_topic.items():
+            self.records.record(-count)
+            self._topic(topic).records.record(-count)
+
     def drained(self, count: int) -> None:
         """One poll handed out ``count`` records (Java's records-per-request is per fetch;
         ours counts what each poll returned, the closest cheap measure)."""

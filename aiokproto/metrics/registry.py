@@ -85,14 +85,26 @@ class MetricsSnapshot(Mapping[MetricName, float]):
 
         Where a metric exists per client and per topic (``records-consumed-total``), the
         one tagged with exactly ``tags`` (besides ``client-id``) is meant."""
-        found = self.find(name, group, tags)
+        matches = found = self.find(name, group, tags)
         if len(found) > 1:
             keys = {"client-id", *(tags or {})}
             found = {m: v for m, v in found.items() if {k for k, _ in m.tags} == keys}
-        if len(found) != 1:
-            which = "no metric" if not found else f"{len(found)} metrics"
-            raise KeyError(f"{which} named {name!r} (group={group!r}, tags={tags!r})")
-        return next(iter(found.values()))
+        if len(found) == 1:
+            return next(iter(found.values()))
+        if not matches:
+            raise KeyError(f"no metric named {name!r} (group={group!r}, tags={tags!r})")
+        # several, none of them tagged with exactly ``tags``: say which tags tell them apart
+        seen: dict[str, set[str]] = {}
+        for metric in matches:
+            for k, v in metric.tags:
+                seen.setdefault(k, set()).add(v)
+        groups = {m.group for m in matches}
+        differ = [k for k, vs in seen.items() if len(vs) > 1]
+        differ += [] if len(groups) == 1 else ["group"]
+        raise KeyError(
+            f"{len(matches)} metrics named {name!r} (group={group!r}, tags={tags!r}); "
+            f"pick one by {', '.join(differ) or 'tags'}, or use find()"
+        )
 
     def as_dict(self) -> dict[str, float | None]:
         """``"group:name{tags}" -> value`` with NaN as None: ready for JSON."""

@@ -14,7 +14,7 @@ count twice.
 One bridge per meter provider holds weak references to the clients it observes, so a
 dropped client is not kept alive and simply stops being reported. Instruments are
 process-wide in a meter, so they are shared by every client: each collection reads each
-client's snapshot once (cached for the collection's callbacks), and a (group, name)
+client's snapshot once (kept for the collection's other callbacks), and a (group, name)
 first seen in a collection gets its instrument created right after it by a helper
 thread (instruments cannot be created from inside a callback: the SDK holds its lock),
 so it is reported from the next collection on.
@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -37,6 +38,8 @@ from aiokproto.metrics.registry import MetricName
 log = logging.getLogger(__name__)
 
 _SCOPE = "aiokproto"
+#: seconds a read of every client serves the instruments of one collection
+_FRESH_S = 1.0
 
 
 def instrument_name(metric: MetricName) -> str:
@@ -60,9 +63,11 @@ class MetricsBridge:
         self._creator: threading.Thread | None = None
         self._idle = threading.Event()
         self._idle.set()
-        # the observations of the collection in progress, and which one it is
-        self._collection: CallbackOptions | None = None
+        # the observations of the collection in progress: read when it asks for its
+        # first instrument, and the instruments served from them since
         self._observations: dict[str, list[Observation]] = {}
+        self._served: set[str] = set()
+        self._read_at = -math.inf
 
     # -- clients ------------------------------------------------------------------------
 
@@ -152,11 +157,18 @@ class MetricsBridge:
     # -- collection ---------------------------------------------------------------------
 
     def _observe(self, name: str, options: CallbackOptions) -> list[Observation]:
+        """One collection calls each instrument's callback once, so an instrument asked
+        for again means a new collection: every client is read then, once. (The SDK's
+        CallbackOptions cannot tell collections apart: a collect with a timeout of 10 s
+        or less, the default of InMemoryMetricReader and Prometheus' reader, gives each
+        callback a new one.) A read older than ``_FRESH_S`` is not reused either, for
+        an instrument first asked for in a later collection."""
         with self._lock:
-            # the SDK hands the same options object to every callback of one collection
-            if options is not self._collection:
-                self._collection = options
+            if name in self._served or time.monotonic() - self._read_at > _FRESH_S:
                 self._observations = self._read_all()
+                self._served = set()
+                self._read_at = time.monotonic()
+            self._served.add(name)
             return self._observations.get(name, [])
 
     def _read_all(self) -> dict[str, list[Observation]]:

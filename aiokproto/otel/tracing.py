@@ -83,10 +83,12 @@ def creation_context(headers: Headers) -> SpanContext | None:
 
 
 def _listed(headers: Any) -> tuple[Any, bool]:
-    """The caller's headers as a new list, and whether they are (str, value) pairs we
-    can read and add to. The list is passed on in any case (a generator is consumed
-    here), except when it is no iterable at all: then the producer's own check
-    refuses the original."""
+    """The caller's headers as a new list, and whether they are (str, bytes | None)
+    pairs, as the producer accepts them, that we can read and add to. The list is
+    passed on in any case (a generator is consumed here), except when it is no
+    iterable at all; when they are not such pairs, they are passed on untouched, so
+    the producer refuses them as it would without instrumentation (replacing a
+    malformed ``traceparent`` would turn a refused send into an accepted one)."""
     if headers is None:
         return [], True
     try:
@@ -94,7 +96,12 @@ def _listed(headers: Any) -> tuple[Any, bool]:
     except TypeError:
         return headers, False
     for item in copy:
-        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)):
+        if not (
+            isinstance(item, (tuple, list))
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and (item[1] is None or isinstance(item[1], (bytes, bytearray)))
+        ):
             return copy, False
     return copy, True
 

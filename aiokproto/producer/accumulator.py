@@ -320,7 +320,8 @@ class Accumulator:
         batch.in_flight = True
         batch.attempts += 1
         pq.in_flight += 1
-        if self.metrics is not None:
+        if self.metrics is not None and batch.attempts > batch.metered:
+            batch.metered = batch.attempts
             if batch.attempts == 1:
                 self.metrics.batch_sent(batch, len(batch.payload or b""), self._loop.time())
             else:

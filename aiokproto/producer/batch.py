@@ -53,6 +53,7 @@ class ProducerBatch:
         "future",
         "in_flight",
         "last_error",
+        "metered",
         "order",
         "partition",
         "payload",
@@ -82,6 +83,8 @@ class ProducerBatch:
         self.closed = False  # no more appends
         self.in_flight = False
         self.attempts = 0
+        self.metered = 0  # the last attempt counted in the metrics (a held-back one
+        # goes out again under the same number: not a second send nor a retry)
         self.retry_at = 0.0
         self.sequence = NO_SEQUENCE
         self.order = -1  # drain order, set on the first drain; sorts retries

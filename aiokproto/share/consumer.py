@@ -992,6 +992,7 @@ class ShareConsumer:
     def _settle_for_stop(self) -> None:
         if self._opts.acknowledgement_mode == "implicit":
             self._accept_handed()
+        self._fetch_metrics.not_handed_out(r.topic for r in self._iter)
         self._iter.clear()  # never yielded: released below
         for tp, offset in list(self._handed):
             if self._book.holds(tp, offset):

@@ -440,3 +440,26 @@ async def test_random_operations_keep_the_invariants(ops: list[Any], idempotent:
             assert pq.in_flight <= rig.options.max_in_flight
     rig.acc.fail_all(KafkaTimeoutError("end"))
     assert rig.acc.used == 0 and not rig.acc.incomplete
+
+
+async def test_a_held_back_batch_is_counted_in_the_metrics_once() -> None:
+    """A batch held back unsent (an earlier batch of its partition is not on the same
+    connection) goes out again as the same attempt: not a second send, nor a retry."""
+    from aiokproto.metrics.producer import ProducerMetrics
+    from aiokproto.metrics.registry import MetricsRegistry
+
+    rig = Rig(enable_idempotence=False, acks=1)
+    metrics = rig.acc.metrics = ProducerMetrics(MetricsRegistry("c"))
+    rig.send()
+    (_, (batch,)), = rig.drain().requests
+    rig.acc.hold_back(batch)
+    (_, (again,)), = rig.drain().requests
+    assert again is batch and batch.attempts == 1
+    rig.acc.retry(batch, KafkaConnectionError("gone"), rig.loop.time())
+    rig.drain()
+    rig.acc.hold_back(batch)  # the resend held back too
+    rig.drain()
+    assert batch.attempts == 2
+    snapshot = metrics.registry.snapshot()
+    assert snapshot.value("record-send-total", "producer-metrics") == 1
+    assert snapshot.value("record-retry-total", "producer-metrics") == 1
