@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ from aiokproto.errors import (
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
+from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -154,6 +156,17 @@ class Consumer:
             num_samples=client_config.metrics_num_samples,
         )
         self._client = ClusterClient(client_config, ConnectionMetrics(self._registry, "consumer"))
+        self._telemetry = TelemetryReporter(  # KIP-714 metrics push
+            self._client,
+            self._registry,
+            "consumer",
+            client_config,
+            resource={
+                "group_id": self._config.group_id,
+                "group_instance_id": self._group_options.get("group_instance_id"),
+                "client_rack": self._config.client_rack,
+            },
+        )
         self._subs = SubscriptionState()
         self._subs.not_yet_consumed = self._not_yet_consumed
         self._subs.on_revoking = self._drop_revoking
@@ -202,6 +215,7 @@ class Consumer:
         self._state = "starting"
         try:
             await self._client.start()
+            await self._telemetry.start()
             await self._fetcher.start()
             if self._group_config is not None:
                 self._group = self._new_group()
@@ -302,8 +316,11 @@ class Consumer:
                 if self._all_topics_wanted:
                     self._client.metadata.want_all_topics(False)
                     self._all_topics_wanted = False
-                await self._client.close()
-                self._state = "stopped"
+                try:
+                    await self._telemetry.close()  # the terminating push, briefly bounded
+                finally:
+                    await self._client.close()
+                    self._state = "stopped"
 
     def _check_not_stopped(self, what: str) -> None:
         if self._state in ("stopping", "stopped"):
@@ -642,6 +659,12 @@ class Consumer:
     def group_coordinator(self) -> Group | None:
         """The group member driving this consumer's membership (None without a group_id)."""
         return self._group
+
+    def client_instance_id(self) -> uuid.UUID | None:
+        """The id the broker gave this client for KIP-714 metrics (Java's
+        ``clientInstanceId()``); None until a broker answered, when no broker supports
+        client metrics, or with ``enable_metrics_push=False``."""
+        return self._telemetry.client_instance_id()
 
     def metrics(self) -> MetricsSnapshot:
         """The consumer's metrics now, under Java's names: ``consumer-fetch-manager-metrics``

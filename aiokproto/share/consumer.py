@@ -52,6 +52,7 @@ from aiokproto.errors import (
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import SHARE_GROUP, PollMetrics, ShareFetchMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
+from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.protocol.messages.share_acknowledge import (
     ShareAcknowledgeRequest,
     ShareAcknowledgeRequestAcknowledgementBatch,
@@ -186,6 +187,7 @@ class ShareConsumer:
             lambda: len(self._assigned),
             "partitions the share group assigned us",
         )
+        self._telemetry: TelemetryReporter | None = None  # KIP-714 metrics push
         self._member = ShareMember(new_member_id(), self._opts.client_rack)
         self._state: Literal["new", "running", "stopping", "stopped"] = "new"
         self._tasks: list[asyncio.Task[None]] = []
@@ -226,9 +228,18 @@ class ShareConsumer:
         self._changed = asyncio.Event()
         self._wake_heartbeat = asyncio.Event()
         self._client = ClusterClient(self._client_config, self._conn_metrics)
+        self._telemetry = TelemetryReporter(
+            self._client,
+            self._registry,
+            "share-consumer",
+            self._client_config,
+            resource={"group_id": self._opts.group_id, "client_rack": self._opts.client_rack},
+        )
         try:
             await self._client.start()
+            await self._telemetry.start()
         except BaseException:
+            await self._telemetry.close()
             await self._client.close()
             self._state = "stopped"
             raise
@@ -278,7 +289,11 @@ class ShareConsumer:
             self._inflight.clear()
             if self._client is not None:
                 self._client.metadata.untrack(self._member.topics)
-                await self._client.close()
+                try:
+                    if self._telemetry is not None:
+                        await self._telemetry.close()  # the terminating push, bounded
+                finally:
+                    await self._client.close()
             self._state = "stopped"
             self._stopped.set()
             self._notify()
@@ -340,6 +355,12 @@ class ShareConsumer:
         return self._lock_timeout_ms
 
     # -- consuming --------------------------------------------------------------------
+
+    def client_instance_id(self) -> uuid.UUID | None:
+        """The id the broker gave this client for KIP-714 metrics; None until a broker
+        answered, when no broker supports client metrics, or with
+        ``enable_metrics_push=False``."""
+        return None if self._telemetry is None else self._telemetry.client_instance_id()
 
     def metrics(self) -> MetricsSnapshot:
         """The share consumer's metrics now, under Java's names
