@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from aiokproto.testing import probe
@@ -26,11 +24,12 @@ from aiokproto.testing.config import (
 )
 from aiokproto.testing.errors import KafkaHarnessError
 from aiokproto.testing.jars import DEFAULT_VERSION, check_version, resolve_jars
+from aiokproto.testing.lifecycle import BlockingService
 from aiokproto.testing.node import FAST_START_JVM_OPTIONS, KafkaNode, find_java
 from aiokproto.testing.ports import free_ports
 
 
-class LocalKafka:
+class LocalKafka(BlockingService):
     """Apache Kafka in KRaft mode, run from jars resolved from Maven Central.
 
     ``LocalKafka()`` is one combined broker+controller; ``LocalKafka(nodes=3)`` is three
@@ -234,31 +233,6 @@ class LocalKafka:
 
     def log_tail(self) -> str:
         return "\n".join(n.log_tail() for n in self.nodes)
-
-    # -- context managers ----------------------------------------------------------------
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        # Starting blocks for seconds (Maven, JVM start-up); keep the event loop free.
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
 
     def __repr__(self) -> str:
         state = self.bootstrap_servers if self._nodes else "not started"

@@ -15,7 +15,6 @@ tail of its log.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib.util
 import json
@@ -29,10 +28,10 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from aiokproto.testing.errors import KafkaHarnessError
+from aiokproto.testing.lifecycle import BlockingService
 from aiokproto.testing.ports import free_ports
 from aiokproto.testing.processes import spawn, terminate
 
@@ -70,7 +69,7 @@ class _Daemon:
         self.log = log
 
 
-class SparkStandalone:
+class SparkStandalone(BlockingService):
     """A master and ``workers`` workers, each with ``worker_cores`` and ``worker_memory``."""
 
     def __init__(
@@ -236,28 +235,6 @@ class SparkStandalone:
                 os.killpg(d.proc.pid, signal.SIGKILL)
         if self._own_dir:
             shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> SparkStandalone:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> SparkStandalone:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
 
 
 def main(argv: list[str] | None = None) -> int:
