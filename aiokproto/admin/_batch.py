@@ -39,14 +39,17 @@ async def run_batch(
     backoff_ms: int,
     backoff_max_ms: int,
     final: Collection[type[KafkaError]] = (),
+    final_after: int = 1,
     on_stale_metadata: Callable[[], Awaitable[object]] | None = None,
 ) -> dict[K, V]:
     """Run ``attempt`` until every key has a final outcome; raise ``AdminBatchError``
     (carrying the successes) if any key failed.
 
     ``final``: error classes never retried here even if marked retriable (an unknown
-    topic in a delete is an answer, not a glitch). ``on_stale_metadata`` runs before a
-    retry when an error says the client's metadata is stale.
+    topic in a delete is an answer, not a glitch), once a key got one ``final_after``
+    times in a row (a broker may answer so for a topic created a moment ago).
+    ``on_stale_metadata`` runs before a retry when an error says the client's metadata
+    is stale.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
@@ -55,6 +58,7 @@ async def run_batch(
     results: dict[K, V] = {}
     errors: dict[K, KafkaError] = {}
     last: dict[K, KafkaError] = {}
+    final_seen: dict[K, int] = {}
     while pending:
         remaining = deadline - loop.time()
         outcome: Mapping[K, V | KafkaError]
@@ -75,9 +79,15 @@ async def run_batch(
         stale = False
         for key in pending:
             value = outcome.get(key, no_result(key))
+            is_final = isinstance(value, KafkaError) and isinstance(value, tuple(final))
+            if is_final:
+                final_seen[key] = final_seen.get(key, 0) + 1
+                is_final = final_seen[key] >= final_after
+            else:
+                final_seen.pop(key, None)
             if not isinstance(value, KafkaError):
                 results[key] = value
-            elif value.retriable and not isinstance(value, tuple(final)):
+            elif value.retriable and not is_final:
                 retry.append(key)
                 last[key] = value
                 stale |= value.invalid_metadata or isinstance(value, NotControllerError)

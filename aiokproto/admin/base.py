@@ -143,6 +143,7 @@ class AdminBase:
         attempt: Callable[[list[K]], Awaitable[Outcome[K, V]]],
         timeout_ms: int,
         final: tuple[type[KafkaError], ...] = (),
+        final_after: int = 1,
     ) -> dict[K, V]:
         return await run_batch(
             operation,
@@ -152,6 +153,7 @@ class AdminBase:
             backoff_ms=self.config.retry_backoff_ms,
             backoff_max_ms=self.config.retry_backoff_max_ms,
             final=final,
+            final_after=final_after,
             on_stale_metadata=self.cluster.metadata.refresh,
         )
 

@@ -415,8 +415,10 @@ class GroupsMixin(AdminBase):
         keys: list[K],
         send: Callable[[int, list[K]], Awaitable[Outcome[K, None]]],
         timeout_ms: int,
+        final_after: int = 1,
     ) -> dict[K, None]:
-        """Results keyed by partition (or topic) from one group's coordinator."""
+        """Results keyed by partition (or topic) from one group's coordinator; an unknown
+        topic is final once seen ``final_after`` times in a row."""
         if not isinstance(group_id, str) or not group_id:
             raise KafkaConfigError(f"{operation}: group id must be a non-empty string")
 
@@ -428,7 +430,9 @@ class GroupsMixin(AdminBase):
                 self.cluster.coordinators.invalidate(GROUP, group_id)
                 raise
 
-        return await self._batch(operation, keys, attempt, timeout_ms, final=_TOPIC_GONE)
+        return await self._batch(
+            operation, keys, attempt, timeout_ms, final=_TOPIC_GONE, final_after=final_after
+        )
 
     async def delete_consumer_group_offsets(
         self,
