@@ -18,6 +18,7 @@ help:
 	@echo "make test-spark-matrix - tests/spark on every supported pyspark, one venv each"
 	@echo "make soak    - 30 minutes of steady produce+consume; RSS/fd/task slopes"
 	@echo "make bench   - benchmarks against peer clients on one local broker"
+	@echo "make bench-spark-cluster ROWS=N - Spark source/sink vs Spark's Kafka connector, standalone cluster"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make broker / broker-stop - keep a local single-node Kafka running"
 	@echo "make docs    - build the documentation site into site/ (mkdocs --strict)"
@@ -153,6 +154,14 @@ spark-cluster-stop:
 
 test-spark-cluster: venv jars
 	$(call run_pytest,-m spark_cluster tests/spark/test_spark_cluster.py $(PYTEST_ARGS))
+
+# aiokproto's Spark source and sink against Spark's Kafka connector on such a cluster
+# (it starts its own, and a broker): ROWS rows of 100 B read and written, one run each;
+# rows/s, executor CPU, Python worker RSS (docs/bench/spark-cluster.md)
+.PHONY: bench-spark-cluster
+ROWS ?= 20000000
+bench-spark-cluster: venv jars
+	$(PY) -m benchmarks.spark_cluster_bench --rows $(ROWS)
 
 broker: venv jars
 	$(PY) -m aiokproto.testing broker start --version $(KAFKA_VERSION)

@@ -121,7 +121,9 @@ def _artifact(jar_name: str) -> str:
 # -- input -------------------------------------------------------------------------------
 
 
-async def _produce(bootstrap: str, topic: str, records: int, partitions: int) -> None:
+async def fill_topic(bootstrap: str, topic: str, records: int, partitions: int) -> None:
+    """Create ``topic`` and fill it with ``records`` values of ``VALUE_SIZE`` bytes,
+    10,000 a ``send_batch`` call, round-robin over the partitions."""
     from aiokproto.producer import Producer
 
     async with Admin(bootstrap_servers=bootstrap) as admin:
@@ -148,22 +150,25 @@ async def _produce(bootstrap: str, topic: str, records: int, partitions: int) ->
 # -- Spark -------------------------------------------------------------------------------
 
 
-def _session(jars: list[Path]) -> Any:
+def session(jars: list[Path], master: str = "local[2]", conf: dict[str, str] | None = None) -> Any:
+    """A SparkSession with Spark's Kafka connector (``jars``) and aiokproto registered."""
     from pyspark.sql import SparkSession
 
     from aiokproto.spark import register
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
+    builder = (
+        SparkSession.builder.master(master)
         .appName("aiokproto-spark-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.jars", ",".join(str(j) for j in jars))
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -240,10 +245,10 @@ def run(bootstrap: str, records: int, *, partitions: int = 4, runs: int = 2) -> 
     topic = f"spark-bench-{uuid.uuid4().hex[:8]}"
     warmup = f"{topic}-warmup"
     started = time.perf_counter()
-    asyncio.run(_produce(bootstrap, topic, records, partitions))
-    asyncio.run(_produce(bootstrap, warmup, 1_000, partitions))
+    asyncio.run(fill_topic(bootstrap, topic, records, partitions))
+    asyncio.run(fill_topic(bootstrap, warmup, 1_000, partitions))
     produce_s = time.perf_counter() - started
-    spark = _session(jars)
+    spark = session(jars)
     timings: dict[str, list[float]] = {"aiokproto": [], "kafka": []}
     try:
         for fmt in timings:  # JVM classes, Python workers and connections warmed up
