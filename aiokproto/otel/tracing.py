@@ -334,8 +334,14 @@ def wrap_send_batch(
     return send_batch
 
 
-def wrap_poll_one(original: Callable[..., Awaitable[Any]], tracing: Tracing) -> Callable[..., Any]:
-    """``__anext__`` and ``getone()``: a receive span for the one record handed out."""
+def _wrap_poll(
+    original: Callable[..., Awaitable[Any]],
+    tracing: Tracing,
+    records_of: Callable[[Any], Any],
+    passthrough: tuple[type[BaseException], ...],
+) -> Callable[..., Any]:
+    """A receive span for what one poll call handed out (``records_of`` its result);
+    a poll made inside another (``getone()`` calling ``__anext__``) makes none."""
 
     @functools.wraps(original)
     async def poll(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -344,8 +350,8 @@ def wrap_poll_one(original: Callable[..., Awaitable[Any]], tracing: Tracing) -> 
         start = time.time_ns()
         token = _POLLING.set(True)
         try:
-            record = await original(self, *args, **kwargs)
-        except (StopAsyncIteration, asyncio.CancelledError):
+            got = await original(self, *args, **kwargs)
+        except passthrough:
             raise
         except Exception as exc:
             with contextlib.suppress(Exception):
@@ -353,35 +359,22 @@ def wrap_poll_one(original: Callable[..., Awaitable[Any]], tracing: Tracing) -> 
             raise
         finally:
             _POLLING.reset(token)
-        tracing.received_safely(self, start, (record,))
-        return record
+        tracing.received_safely(self, start, records_of(got))
+        return got
 
     return poll
 
 
+def wrap_poll_one(original: Callable[..., Awaitable[Any]], tracing: Tracing) -> Callable[..., Any]:
+    """``__anext__`` and ``getone()``: a receive span for the one record handed out."""
+    return _wrap_poll(
+        original, tracing, lambda record: (record,), (StopAsyncIteration, asyncio.CancelledError)
+    )
+
+
 def wrap_poll_many(original: Callable[..., Awaitable[Any]], tracing: Tracing) -> Callable[..., Any]:
     """``getmany()``: one receive span per call that returned records."""
-
-    @functools.wraps(original)
-    async def getmany(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _POLLING.get():
-            return await original(self, *args, **kwargs)
-        start = time.time_ns()
-        token = _POLLING.set(True)
-        try:
-            got = await original(self, *args, **kwargs)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            with contextlib.suppress(Exception):
-                tracing.poll_failed(self, start, exc)
-            raise
-        finally:
-            _POLLING.reset(token)
-        tracing.received_safely(self, start, got)
-        return got
-
-    return getmany
+    return _wrap_poll(original, tracing, lambda got: got, (asyncio.CancelledError,))
 
 
 # -- explicit helper ------------------------------------------------------------------------
