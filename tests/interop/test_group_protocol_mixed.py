@@ -17,10 +17,8 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import hashlib
 import itertools
 import os
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -46,6 +44,7 @@ from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
 from aiokproto.testing.jars import classpath
 from tests.faults.conftest import fault_scale_from_env
+from tests.javac import compiled
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -304,27 +303,7 @@ class ConfluentMember:
 
 def compiled_java() -> Path:
     """MixedMember.class, compiled once per source (and Kafka version) under tmp."""
-    javac = shutil.which("javac")
-    if javac is None:
-        pytest.skip("javac is not on PATH")
-    source = JAVA_SOURCE.read_bytes()
-    key = hashlib.sha256(source + KAFKA_VERSION.encode()).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"aiokproto-mixed-member-{key}"
-    if (out / "MixedMember.class").exists():
-        return out
-    building = Path(tempfile.mkdtemp(prefix="aiokproto-mixed-member-"))
-    done = subprocess.run(
-        [javac, "-cp", classpath(KAFKA_VERSION), "-d", str(building), str(JAVA_SOURCE)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"javac failed:\n{done.stderr}"
-    try:
-        building.rename(out)  # atomic: a concurrent build of the same source won first
-    except OSError:
-        shutil.rmtree(building, ignore_errors=True)
-    return out
+    return compiled(JAVA_SOURCE, KAFKA_VERSION)
 
 
 class JavaMember:

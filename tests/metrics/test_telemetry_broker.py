@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
-import shutil
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,7 +28,7 @@ from aiokproto.records.compression import ZSTD
 from aiokproto.share import ShareConsumer
 from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
 from aiokproto.testing.discovery import local_jars_possible
-from aiokproto.testing.jars import classpath
+from tests.javac import compiled
 from tests.share.test_share_consumer_broker import setup
 
 metrics_pb2 = pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
@@ -82,26 +78,7 @@ class Broker:
 
 
 def compiled_recorder() -> Path:
-    javac = shutil.which("javac")
-    if javac is None:
-        pytest.skip("javac is not on PATH")
-    key = hashlib.sha256(JAVA_SOURCE.read_bytes() + KAFKA_VERSION.encode()).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"aiokproto-telemetry-recorder-{key}"
-    if (out / "TelemetryRecorder.class").exists():
-        return out
-    building = Path(tempfile.mkdtemp(prefix="aiokproto-telemetry-recorder-"))
-    done = subprocess.run(
-        [javac, "-cp", classpath(KAFKA_VERSION), "-d", str(building), str(JAVA_SOURCE)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"javac failed:\n{done.stderr}"
-    try:
-        building.rename(out)  # atomic: a concurrent build of the same source won first
-    except OSError:
-        shutil.rmtree(building, ignore_errors=True)
-    return out
+    return compiled(JAVA_SOURCE, KAFKA_VERSION)
 
 
 async def subscribe(bootstrap: str) -> None:
