@@ -101,6 +101,16 @@ def _unread(fd: int) -> int:
     return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0])
 
 
+def _has_socket(pid: int) -> bool:
+    """The command has connected (it looks the topic up before reading stdin): its imports
+    are done. Before that a SIGINT is an interrupted start, not what is tested here."""
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return False
+    return any(link.startswith("socket:") for link in links)
+
+
 @pytest.mark.parametrize("stdin", ["pipe", "tty"])
 def test_sigint_ends_produce_at_once_and_delivers_what_was_read(
     bs: list[str], topic_name: str, stdin: str
@@ -126,6 +136,10 @@ def test_sigint_ends_produce_at_once_and_delivers_what_was_read(
         watch = keep
     try:
         deadline = time.monotonic() + 30
+        # a loaded machine: the data may reach a pty's line discipline only after a first
+        # FIONREAD said 0, while the interpreter is still importing; wait for the connection
+        while not _has_socket(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         while _unread(watch) and time.monotonic() < deadline:  # the command read them
             time.sleep(0.05)
         time.sleep(1.0)  # and handed them to the producer
