@@ -9,11 +9,12 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv docs jars lint typecheck codegen codegen-check test test-fast test-spark-matrix faults soak demo bench bench-full bench-rebalance broker broker-stop broker-status clean
+.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check test test-fast test-spark-matrix faults soak demo bench bench-full bench-rebalance broker broker-stop broker-status clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
 	@echo "make test    - set up, then ruff, mypy --strict, codegen --check and pytest"
+	@echo "               (the unit tests also without the compiled codec and on Python 3.12/3.13)"
 	@echo "make faults  - the fault-injection suite at full size (make test runs a slice)"
 	@echo "make test-spark-matrix - tests/spark on every supported pyspark, one venv each"
 	@echo "make soak    - 30 minutes of steady produce+consume; RSS/fd/task slopes"
@@ -30,6 +31,39 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed-$(EXTRAS)
+
+# The compiled codec (aiokproto/_accel.c, optional in setup.py): the editable install
+# builds it in place; this rebuilds it when the C changes and fails if it did not build,
+# since the pure-Python fallback would otherwise hide a broken build.
+$(VENV)/.native-built: aiokproto/_accel.c setup.py | venv
+	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -c 'import sys, aiokproto.accel as a; sys.exit("aiokproto/_accel.c did not build" if a.native is None else 0)'
+	touch $@
+
+native: $(VENV)/.native-built
+
+# The unit tests (no Kafka) of the code the compiled codec replaces, on the other
+# supported Pythons (pyenv's, one venv each under .venv-py/), with the compiled codec and
+# without it; 3.11 runs its pure-Python pass in make test too.
+UNIT_PYTHONS := 3.12 3.13
+UNIT_TESTS := tests/records tests/protocol tests/producer tests/consumer
+PY_VENVS := .venv-py
+
+$(PY_VENVS)/%/.installed: pyproject.toml setup.py aiokproto/_accel.c
+	test -x $(PY_VENVS)/$*/bin/python || $$(pyenv prefix $*)/bin/python$* -m venv $(PY_VENVS)/$*
+	$(PY_VENVS)/$*/bin/python -m pip install -q --upgrade pip
+	$(PY_VENVS)/$*/bin/python -m pip install -q -e '.[test]'
+	$(PY_VENVS)/$*/bin/python -c 'import sys, aiokproto.accel as a; sys.exit("aiokproto/_accel.c did not build" if a.native is None else 0)'
+	touch $@
+
+test-pythons: $(foreach v,$(UNIT_PYTHONS),$(PY_VENVS)/$(v)/.installed)
+	@for v in $(UNIT_PYTHONS); do \
+		for pure in 0 1; do \
+			echo "== Python $$v, AIOKPROTO_PURE_PYTHON=$$pure"; \
+			AIOKPROTO_PURE_PYTHON=$$pure $(PY_VENVS)/$$v/bin/python -m pytest -q -p no:cacheprovider \
+				--unit $(UNIT_TESTS) $(PYTEST_ARGS) || exit 1; \
+		done; \
+	done
 
 # The documentation site: installs the docs extra next to the others (a stamp file of
 # its own, so the default EXTRAS stamp is untouched), then builds with --strict: a
@@ -74,8 +108,10 @@ UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/producer/test_producer_
 # The whole suite on Kafka 4.3.1 (tests that take `kafka_any` also run on 3.9.1), then
 # the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,
 # then a slice on uvloop.
-test: venv jars lint typecheck codegen-check docs
+test: venv native jars lint typecheck codegen-check docs
 	$(call run_pytest,$(PYTEST_ARGS))
+	AIOKPROTO_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider --unit $(UNIT_TESTS) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-pythons
 	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py tests/consumer/test_positions.py $(PYTEST_ARGS))
 	$(call run_pytest,--event-loop uvloop -m "not slow" $(UVLOOP_SLICE) $(PYTEST_ARGS))
 
@@ -173,4 +209,4 @@ broker-status: venv
 	$(PY) -m aiokproto.testing broker status
 
 clean:
-	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PY_VENVS) .cache .mypy_cache .ruff_cache .pytest_cache .hypothesis aiokproto/_accel.*.so

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import resource
 import sys
 import time
@@ -53,6 +54,16 @@ class Meter:
         return {"elapsed_s": self.elapsed_s, "cpu_s": self.cpu_s, "cpu_scope": "phase"}
 
 
+def _event_loop() -> None:
+    """``BENCH_EVENT_LOOP=uvloop`` (an adapter's env): asyncio.run() runs on uvloop."""
+    if os.environ.get("BENCH_EVENT_LOOP") == "uvloop":
+        import asyncio
+
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
 def run_job(job: Job) -> dict[str, Any]:
     """Run ``job`` with its client's adapter; never raises (errors become the result)."""
     result: dict[str, Any] = {
@@ -64,6 +75,7 @@ def run_job(job: Job) -> dict[str, Any]:
     }
     meter = Meter()
     try:
+        _event_loop()
         module = importlib.import_module(ADAPTERS[job.client].module)
         result["client_version"] = module.version()
         runner = getattr(module, job.scenario.entry)

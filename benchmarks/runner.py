@@ -86,6 +86,7 @@ async def run_child(job: Job) -> dict[str, Any]:
     """Run one job in a fresh interpreter; never raises: failures become ``error``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env.update(ADAPTERS[job.client].env)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "benchmarks.child", json.dumps(job.to_json()),
         cwd=REPO_ROOT, env=env,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 from typing import Final
 
+from aiokproto.accel import native as _native
 from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.errors import CorruptRecordError, KafkaProtocolError
 from aiokproto.protocol.varint import decode_varint, decode_varlong
@@ -83,10 +84,44 @@ def decode_v2(
 ) -> list[ConsumerRecord]:
     """Every record of a v2 data batch as ``ConsumerRecord`` (CorruptRecordError if bad)."""
     buf = batch_payload(batch, raw, max_decompressed)
-    count = batch.record_count
     base_offset = batch.base_offset
-    base_ts = batch.base_timestamp
     epoch = batch.partition_leader_epoch
+    if _native is not None:
+        try:
+            out: list[ConsumerRecord] = _native.decode_records(
+                buf,
+                batch.record_count,
+                base_offset,
+                batch.base_timestamp,
+                ConsumerRecord,
+                (topic, partition),
+                (epoch,),
+            )
+        except ValueError as exc:  # UnicodeDecodeError too
+            raise CorruptRecordError(f"record batch at offset {base_offset}: {exc}") from None
+    else:
+        out = decode_v2_python(
+            buf, batch.record_count, base_offset, batch.base_timestamp, topic, partition, epoch
+        )
+    if batch.attributes & TIMESTAMP_TYPE_MASK:
+        # LogAppendTime: the broker's time (the batch max timestamp) for every record
+        ts = batch.max_timestamp
+        new = tuple.__new__
+        out = [new(ConsumerRecord, (*r[:3], ts, LOG_APPEND_TIME, *r[5:])) for r in out]
+    return out
+
+
+def decode_v2_python(
+    buf: bytes,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    topic: str,
+    partition: int,
+    epoch: int,
+) -> list[ConsumerRecord]:
+    """The records section of a batch, decoded in Python: the reference for
+    ``aiokproto._accel.decode_records``, and what runs without it."""
     out: list[ConsumerRecord] = []
     append = out.append
     new = tuple.__new__
@@ -216,10 +251,6 @@ def decode_v2(
             f"record batch at offset {base_offset}: {len(buf) - pos} bytes left after its "
             f"{count} records"
         )
-    if batch.attributes & TIMESTAMP_TYPE_MASK:
-        # LogAppendTime: the broker's time (the batch max timestamp) for every record
-        ts = batch.max_timestamp
-        out = [new(cls, (*r[:3], ts, LOG_APPEND_TIME, *r[5:])) for r in out]
     return out
 
 

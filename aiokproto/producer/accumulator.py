@@ -182,34 +182,22 @@ class Accumulator:
         queued = batch is not None
         if batch is None:
             batch = self._new_batch(pq)
-        append = batch.builder.append
-        seg_start, first, charge = start, -1, 0
-        for i in range(start, stop):
-            value = values[i]
-            key = None if keys is None else keys[i]
-            delta = append(timestamp, key, value, headers)
-            if delta is None:
-                if i > seg_start:
-                    segments.append((batch, seg_start, first, i - seg_start))
-                    batch.charge += charge
-                    self.used += charge
-                    if not queued:
-                        self._enqueue(pq, batch)
+        i = start
+        while i < stop:
+            first = batch.builder.record_count
+            done = batch.builder.append_many(timestamp, keys, values, i, stop, headers)
+            if done:
+                segments.append((batch, i, first, done))
+                charge = sum(charges[i : i + done])
+                batch.charge += charge
+                self.used += charge
+                if not queued:
+                    self._enqueue(pq, batch)
+                    queued = True
+                i += done
+            if i < stop:  # full: the rest goes to a new batch (its first record fits)
                 batch = self._new_batch(pq)
                 queued = False
-                append = batch.builder.append
-                seg_start, charge = i, 0
-                delta = append(timestamp, key, value, headers)
-                assert delta is not None
-            if i == seg_start:
-                first = delta
-            charge += charges[i]
-        if stop > seg_start:
-            segments.append((batch, seg_start, first, stop - seg_start))
-            batch.charge += charge
-            self.used += charge
-            if not queued:
-                self._enqueue(pq, batch)
         return segments
 
     # -- draining ---------------------------------------------------------------

@@ -14,6 +14,8 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from aiokproto.accel import native as _native
+
 #: ``partitioner=`` option: ``(key_bytes, all_partitions, available_partitions) -> int``.
 PartitionerFn = Callable[[bytes | None, Sequence[int], Sequence[int]], int]
 
@@ -23,8 +25,10 @@ _MASK: Final = 0xFFFFFFFF
 _WORDS: dict[int, struct.Struct] = {}
 
 
-def murmur2(data: bytes | bytearray | memoryview) -> int:
-    """MurmurHash2 (32-bit, seed 0x9747b28c) as an unsigned int, as Kafka hashes keys."""
+def murmur2_python(data: bytes | bytearray | memoryview) -> int:
+    """MurmurHash2 (32-bit, seed 0x9747b28c) as an unsigned int, as Kafka hashes keys.
+
+    The reference for ``aiokproto._accel.murmur2``, which ``murmur2`` is when built."""
     n = len(data)
     h = (_SEED ^ n) & _MASK
     words = n >> 2
@@ -49,6 +53,12 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     h = (h * _M) & _MASK
     h ^= h >> 15
     return h
+
+
+#: MurmurHash2 of a key, compiled when ``aiokproto._accel`` is in use
+murmur2: Callable[[bytes | bytearray | memoryview], int] = (
+    murmur2_python if _native is None else _native.murmur2
+)
 
 
 def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import Any, Final
 
 from crc32c import crc32c
 
+from aiokproto.accel import native as _native
 from aiokproto.errors import (
     CorruptRecordError,
     IllegalStateError,
@@ -67,6 +68,9 @@ _NO_HEADERS: Final = b"\x00"
 _ZZ: Final[list[int]] = [(b >> 1) ^ -(b & 1) for b in range(128)]
 # ... and of two-byte ones, indexed by (second byte << 7 | first byte & 127).
 _ZZ2: Final[list[int]] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
+
+
+_append_record: Any = None if _native is None else _native.append_record
 
 
 def _encode_headers(headers: Sequence[Header]) -> bytes:
@@ -162,6 +166,71 @@ class RecordBatchBuilder:
         headers: Sequence[Header] | None = None,
     ) -> int | None:
         """Append a record; return its offset delta, or None if the batch is full."""
+        if _native is not None:
+            n = self._count
+            if n:
+                td = timestamp_ms - self._base_ts
+            else:
+                self._base_ts = self._max_ts = timestamp_ms
+                td = 0
+            if not _append_record(self._buf, n, td, key, value,
+                                  _encode_headers(headers) if headers else None,
+                                  self._limit):
+                return None
+            self._count = n + 1
+            if timestamp_ms > self._max_ts:
+                self._max_ts = timestamp_ms
+            self._payload = None
+            return n
+        return self._append_python(timestamp_ms, key, value, headers)
+
+    def append_many(
+        self,
+        timestamp_ms: int,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        headers: Sequence[Header] | None = None,
+    ) -> int:
+        """Append ``values[start:stop]`` (with ``keys[i]``; all with the same timestamp
+        and headers) while they fit; return how many went in. Their offset deltas are
+        ``record_count`` (before the call) onwards."""
+        n = self._count
+        if _native is None or stop <= start:
+            for i in range(start, stop):
+                if self._append_python(timestamp_ms, None if keys is None else keys[i],
+                                       values[i], headers) is None:
+                    return i - start
+            return stop - start
+        if values.__class__ is not list:
+            values = list(values)
+        if keys is not None and keys.__class__ is not list:
+            keys = list(keys)
+        if n:
+            td = timestamp_ms - self._base_ts
+        else:
+            self._base_ts = self._max_ts = timestamp_ms
+            td = 0
+        done: int = _native.append_records(
+            self._buf, n, td, keys, values, start, stop,
+            _encode_headers(headers) if headers else None, self._limit,
+        )
+        if done:
+            self._count = n + done
+            if timestamp_ms > self._max_ts:
+                self._max_ts = timestamp_ms
+            self._payload = None
+        return done
+
+    def _append_python(
+        self,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+    ) -> int | None:
+        """``append`` in Python: the reference for ``aiokproto._accel.append_record``."""
         n = self._count
         table = _VARINT
         if n:
@@ -482,10 +551,22 @@ class RecordBatch:
     def records(self) -> list[Record]:
         """Decode (and decompress) all records; raises CorruptRecordError if malformed."""
         lat = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
-        return _decode_records(
-            self._records_bytes(), self.record_count, self.base_offset,
-            self.base_timestamp, lat, self.base_offset,
-        )
+        if _native is None:
+            return _decode_records(
+                self._records_bytes(), self.record_count, self.base_offset,
+                self.base_timestamp, lat, self.base_offset,
+            )
+        try:
+            out: list[Record] = _native.decode_records(
+                self._records_bytes(), self.record_count, self.base_offset,
+                self.base_timestamp, Record, (), (),
+            )
+        except ValueError as exc:  # UnicodeDecodeError too
+            raise self._corrupt(str(exc)) from None
+        if lat is not None:
+            new = tuple.__new__
+            out = [new(Record, (r[0], lat, LOG_APPEND_TIME, r[3], r[4], r[5])) for r in out]
+        return out
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())

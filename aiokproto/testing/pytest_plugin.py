@@ -87,9 +87,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="event loop for async tests (default: $AIOKPROTO_EVENT_LOOP or asyncio)",
     )
+    group.addoption(
+        "--unit",
+        action="store_true",
+        default=False,
+        help="only the tests that need no Kafka (the rest are deselected): what runs "
+        "again without the compiled codec and on other Pythons",
+    )
 
 
 EVENT_LOOPS = ("asyncio", "uvloop")
+#: a test that uses any of these (directly or through another fixture) needs a broker
+_BROKER_FIXTURES = frozenset({"kafka_pool", "_kafka_cluster_session"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--unit", default=False):
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        (dropped if _BROKER_FIXTURES.intersection(names) else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def selected_event_loop(config: pytest.Config) -> str:

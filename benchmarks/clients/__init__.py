@@ -5,7 +5,7 @@ counts the validator checks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from benchmarks.scenarios import KINDS, Kind, Scenario
 
@@ -17,6 +17,8 @@ class Adapter:
     kinds: tuple[Kind, ...] = KINDS
     note: str = ""
     transactions: bool = False  # the module has ``produce_txn``
+    #: set in the child's environment (the same adapter module, another build or loop)
+    env: dict[str, str] = field(default_factory=dict)
 
     def supports(self, scenario: Scenario) -> bool:
         if scenario.txn_records:
@@ -33,6 +35,18 @@ ADAPTERS: dict[str, Adapter] = {
             "benchmarks.clients.aiokproto_batch",
             kinds=("produce",),
             note="aiokproto's bulk path: Producer.send_batch with 1000 records per call",
+        ),
+        Adapter(
+            "aiokproto-uvloop",
+            "benchmarks.clients.aiokproto_client",
+            env={"BENCH_EVENT_LOOP": "uvloop"},
+            note="aiokproto unchanged, on uvloop's event loop",
+        ),
+        Adapter(
+            "aiokproto-pure",
+            "benchmarks.clients.aiokproto_client",
+            env={"AIOKPROTO_PURE_PYTHON": "1"},
+            note="aiokproto without its compiled codec (AIOKPROTO_PURE_PYTHON=1)",
         ),
         Adapter("confluent-kafka", "benchmarks.clients.confluent_sync", transactions=True),
         Adapter("confluent-kafka-aio", "benchmarks.clients.confluent_aio", transactions=True),

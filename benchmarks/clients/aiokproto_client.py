@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,7 +22,11 @@ from benchmarks.scenarios import BATCH_SIZE, Job
 
 
 def version() -> str:
-    return str(aiokproto.__version__)
+    """The version, which codec build runs and on which loop (the adapters' env picks)."""
+    from aiokproto.accel import implementation
+
+    loop = ", uvloop" if os.environ.get("BENCH_EVENT_LOOP") == "uvloop" else ""
+    return f"{aiokproto.__version__} ({implementation()}{loop})"
 
 
 def _producer(job: Job) -> Any:

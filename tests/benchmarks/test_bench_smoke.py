@@ -76,3 +76,17 @@ async def test_a_short_count_is_caught(kafka: KafkaService) -> None:
         await session.delete_topic(topic)
     reasons = check_run(claimed, result, None)
     assert "consumed 300 records, expected exactly 500" in reasons
+
+
+def test_the_uvloop_and_pure_python_rows_run_what_they_say(kafka: KafkaService) -> None:
+    """Rows made by an adapter's environment: the child really runs on uvloop / without
+    the compiled codec (its reported version says so) and its runs validate."""
+    scenario = Scenario("produce", 100, 2_000, partitions=2)
+    clients = ["aiokproto-uvloop", "aiokproto-pure"]
+    opts = runner.RunOptions(scenarios=[scenario], clients=clients, runs=1, warmup_records=0,
+                             bootstrap_servers=kafka.bootstrap_servers, progress=lambda _: None)
+    runs = {r["client"]: r for r in runner.run_session(opts)["runs"]}
+    for r in runs.values():
+        assert r["valid"], (r["client"], r["reasons"])
+    assert runs["aiokproto-uvloop"]["client_version"].endswith(", uvloop)")
+    assert "(python" in runs["aiokproto-pure"]["client_version"]

@@ -1,0 +1,671 @@
+/* aiokproto._accel: the compiled form of the record codec's hot loops.
+ *
+ * The Python functions named beside each entry point are the readable reference; these
+ * must give the same results (tests/records/test_accel.py compares them on generated
+ * and hostile input). aiokproto/accel.py loads this module unless
+ * AIOKPROTO_PURE_PYTHON=1, and everything works without it.
+ *
+ * Errors in the data raise ValueError with the reason; the Python callers turn them
+ * into CorruptRecordError naming the batch.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* -- varints ------------------------------------------------------------------------ */
+
+/* LEB128 at buf[*pos], at most `maxbytes` bytes; 0 on success, -1 with ValueError set. */
+static inline int
+read_uvarint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int maxbytes,
+             uint64_t *out)
+{
+    Py_ssize_t p = *pos;
+    if (p < end && buf[p] < 0x80) { /* the common one-byte case */
+        *out = buf[p];
+        *pos = p + 1;
+        return 0;
+    }
+    uint64_t result = 0;
+    int shift = 0;
+    for (int i = 0; i < maxbytes; i++) {
+        if (p >= end) {
+            PyErr_SetString(PyExc_ValueError, "truncated varint");
+            return -1;
+        }
+        uint8_t b = buf[p++];
+        uint64_t bits = b & 0x7F;
+        if (shift == 63 && bits > 1) {
+            PyErr_SetString(PyExc_ValueError, "unsigned varlong overflows 64 bits");
+            return -1;
+        }
+        result |= bits << shift;
+        if (!(b & 0x80)) {
+            *out = result;
+            *pos = p;
+            return 0;
+        }
+        shift += 7;
+    }
+    PyErr_Format(PyExc_ValueError, "varint longer than %d bytes", maxbytes);
+    return -1;
+}
+
+/* zig-zag signed 32-bit varint (decode_varint) */
+static inline int
+read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
+{
+    uint64_t raw;
+    if (read_uvarint(buf, pos, end, 5, &raw) < 0)
+        return -1;
+    if (raw > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_ValueError, "unsigned varint overflows 32 bits");
+        return -1;
+    }
+    *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+    return 0;
+}
+
+/* zig-zag signed 64-bit varlong (decode_varlong) */
+static inline int
+read_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
+{
+    uint64_t raw;
+    if (read_uvarint(buf, pos, end, 10, &raw) < 0)
+        return -1;
+    *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+    return 0;
+}
+
+static inline Py_ssize_t
+write_uvarint(uint8_t *out, uint64_t v)
+{
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (uint8_t)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+static inline Py_ssize_t
+uvarint_size(uint64_t v)
+{
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* encode_varint masks the zig-zag form to 32 bits, encode_varlong to 64 */
+static inline uint64_t zz32(int64_t v) { return (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31)); }
+static inline uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+/* -- decoding ------------------------------------------------------------------------ */
+
+/* base + delta as a Python int, exact even where int64 would overflow */
+static PyObject *
+add_exact(int64_t base, int64_t delta)
+{
+    int64_t sum;
+    if (!__builtin_add_overflow(base, delta, &sum))
+        return PyLong_FromLongLong(sum);
+    PyObject *a = PyLong_FromLongLong(base), *b = PyLong_FromLongLong(delta), *r = NULL;
+    if (a != NULL && b != NULL)
+        r = PyNumber_Add(a, b);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return r;
+}
+
+static PyObject *
+slice_or_fail(const uint8_t *buf, Py_ssize_t pos, int64_t n, Py_ssize_t end,
+              Py_ssize_t index, const char *what)
+{
+    if (n > end - pos) {
+        PyErr_Format(PyExc_ValueError, "record %zd: %s of %lld bytes runs past the end",
+                     index, what, (long long)n);
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize((const char *)buf + pos, (Py_ssize_t)n);
+}
+
+/* the headers of one record (_headers / _decode_headers) */
+static PyObject *
+decode_headers(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t end, Py_ssize_t index)
+{
+    Py_ssize_t pos = *pos_io;
+    int64_t count;
+    if (read_varint(buf, &pos, end, &count) < 0)
+        return NULL;
+    if (count < 0 || count * 2 > end - pos) {
+        PyErr_Format(PyExc_ValueError, "impossible header count %lld", (long long)count);
+        return NULL;
+    }
+    PyObject *headers = PyTuple_New((Py_ssize_t)count);
+    if (headers == NULL)
+        return NULL;
+    for (Py_ssize_t h = 0; h < count; h++) {
+        int64_t kl, vl;
+        if (read_varint(buf, &pos, end, &kl) < 0)
+            goto fail;
+        if (kl < 0) {
+            PyErr_Format(PyExc_ValueError, "negative header key length %lld", (long long)kl);
+            goto fail;
+        }
+        if (kl > end - pos) {
+            PyErr_Format(PyExc_ValueError, "record %zd: header key runs past the end", index);
+            goto fail;
+        }
+        PyObject *hkey = PyUnicode_DecodeUTF8((const char *)buf + pos, (Py_ssize_t)kl,
+                                              "strict");
+        if (hkey == NULL)
+            goto fail;
+        pos += (Py_ssize_t)kl;
+        if (read_varint(buf, &pos, end, &vl) < 0) {
+            Py_DECREF(hkey);
+            goto fail;
+        }
+        PyObject *hvalue;
+        if (vl < 0) {
+            if (vl != -1) {
+                Py_DECREF(hkey);
+                PyErr_Format(PyExc_ValueError, "negative header value length %lld",
+                             (long long)vl);
+                goto fail;
+            }
+            hvalue = Py_NewRef(Py_None);
+        } else {
+            hvalue = slice_or_fail(buf, pos, vl, end, index, "header value");
+            if (hvalue == NULL) {
+                Py_DECREF(hkey);
+                goto fail;
+            }
+            pos += (Py_ssize_t)vl;
+        }
+        PyObject *pair = PyTuple_Pack(2, hkey, hvalue);
+        Py_DECREF(hkey);
+        Py_DECREF(hvalue);
+        if (pair == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(headers, h, pair);
+    }
+    *pos_io = pos;
+    return headers;
+fail:
+    Py_DECREF(headers);
+    return NULL;
+}
+
+/* A new instance of the tuple subclass `cls` (a NamedTuple) holding `n` items that the
+ * caller sets. tuple.__new__ does the same; from 3.14 tuples cache their hash in the
+ * object, so there the generic constructor is used instead. */
+#if PY_VERSION_HEX < 0x030E0000
+#define FAST_SUBTUPLE 1
+#else
+#define FAST_SUBTUPLE 0
+#endif
+
+#if !FAST_SUBTUPLE
+static PyObject *
+new_record(PyTypeObject *cls, PyObject *items)
+{
+    PyObject *args = PyTuple_Pack(1, items);
+    if (args == NULL)
+        return NULL;
+    PyObject *r = PyTuple_Type.tp_new(cls, args, NULL);
+    Py_DECREF(args);
+    return r;
+}
+#endif
+
+/* decode_records(buf, count, base_offset, base_ts, cls, prefix, suffix) -> list
+ *
+ * Every record of an uncompressed v2 records section, each as
+ * cls(*prefix, offset, timestamp, 0, key, value, headers, *suffix). The Python
+ * reference is aiokproto.consumer.decode.decode_v2's loop (and
+ * aiokproto.records.batch_v2._decode_records). */
+static PyObject *
+decode_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "decode_records takes 7 arguments");
+        return NULL;
+    }
+    PyObject *bufobj = args[0];
+    if (!PyBytes_Check(bufobj)) {
+        PyErr_SetString(PyExc_TypeError, "decode_records: buf must be bytes");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    long long base_offset = PyLong_AsLongLong(args[2]);
+    if (base_offset == -1 && PyErr_Occurred())
+        return NULL;
+    long long base_ts = PyLong_AsLongLong(args[3]);
+    if (base_ts == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyType_Check(args[4]) || !PyType_IsSubtype((PyTypeObject *)args[4], &PyTuple_Type)
+        || ((PyTypeObject *)args[4])->tp_basicsize != PyTuple_Type.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "decode_records: cls must be a NamedTuple class");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[4];
+    if (!PyTuple_CheckExact(args[5]) || !PyTuple_CheckExact(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "decode_records: prefix and suffix are tuples");
+        return NULL;
+    }
+    PyObject *prefix = args[5], *suffix = args[6];
+    Py_ssize_t np = PyTuple_GET_SIZE(prefix), ns = PyTuple_GET_SIZE(suffix);
+    Py_ssize_t width = np + 6 + ns;
+
+    const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(bufobj);
+    Py_ssize_t end = PyBytes_GET_SIZE(bufobj);
+    /* the caller checked count * 7 <= len(buf); a negative or huge count fails here */
+    if (count < 0 || count > end) {
+        PyErr_Format(PyExc_ValueError, "impossible record count %zd for %zd bytes", count,
+                     end);
+        return NULL;
+    }
+    PyObject *out = PyList_New(count);
+    if (out == NULL)
+        return NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *empty = PyTuple_New(0);
+    if (zero == NULL || empty == NULL)
+        goto fail_early;
+    /* the records cannot be garbage while they are built: the cyclic collector would
+     * walk every tuple made so far on each of its runs (see decode_v2) */
+    int gc_was_enabled = PyGC_Disable();
+
+    Py_ssize_t pos = 0;
+    Py_ssize_t i;
+    for (i = 0; i < count; i++) {
+        int64_t length, td, od, kl, vl;
+        PyObject *key = NULL, *value = NULL, *headers = NULL, *offset = NULL, *ts = NULL;
+        if (read_varint(buf, &pos, end, &length) < 0)
+            goto fail;
+        Py_ssize_t rend = pos + (Py_ssize_t)length;
+        if (pos >= end) { /* the attributes byte (unused) */
+            PyErr_Format(PyExc_ValueError, "record %zd is truncated", i);
+            goto fail;
+        }
+        pos += 1;
+        if (read_varlong(buf, &pos, end, &td) < 0 || read_varint(buf, &pos, end, &od) < 0)
+            goto fail;
+        /* null is the one-byte -1 only: a longer encoding of -1 is an error, as in
+         * the Python loop */
+        if (pos < end && buf[pos] == 1) {
+            key = Py_NewRef(Py_None);
+            pos += 1;
+        } else if (read_varint(buf, &pos, end, &kl) < 0) {
+            goto fail;
+        } else if (kl < 0) {
+            PyErr_Format(PyExc_ValueError, "record %zd has key length %lld", i, (long long)kl);
+            goto fail;
+        } else {
+            if ((key = slice_or_fail(buf, pos, kl, end, i, "key")) == NULL)
+                goto fail;
+            pos += (Py_ssize_t)kl;
+        }
+        if (pos < end && buf[pos] == 1) {
+            value = Py_NewRef(Py_None);
+            pos += 1;
+        } else if (read_varint(buf, &pos, end, &vl) < 0) {
+            goto fail_rec;
+        } else if (vl < 0) {
+            PyErr_Format(PyExc_ValueError, "record %zd has value length %lld", i,
+                         (long long)vl);
+            goto fail_rec;
+        } else {
+            if ((value = slice_or_fail(buf, pos, vl, end, i, "value")) == NULL)
+                goto fail_rec;
+            pos += (Py_ssize_t)vl;
+        }
+        if (pos >= end) {
+            PyErr_Format(PyExc_ValueError, "record %zd is truncated", i);
+            goto fail_rec;
+        }
+        if (buf[pos] == 0) {
+            headers = Py_NewRef(empty);
+            pos += 1;
+        } else if ((headers = decode_headers(buf, &pos, end, i)) == NULL) {
+            goto fail_rec;
+        }
+        if (pos != rend) {
+            PyErr_Format(PyExc_ValueError, "record %zd does not end where its length says", i);
+            goto fail_rec;
+        }
+        if ((offset = add_exact(base_offset, od)) == NULL
+            || (ts = add_exact(base_ts, td)) == NULL)
+            goto fail_rec;
+        PyObject *rec;
+#if FAST_SUBTUPLE
+        rec = cls->tp_alloc(cls, width);
+        if (rec == NULL)
+            goto fail_rec;
+        {
+            PyObject **items = ((PyTupleObject *)rec)->ob_item;
+#else
+        PyObject *plain = PyTuple_New(width);
+        if (plain == NULL)
+            goto fail_rec;
+        {
+            PyObject **items = ((PyTupleObject *)plain)->ob_item;
+#endif
+            Py_ssize_t k = 0;
+            for (Py_ssize_t j = 0; j < np; j++)
+                items[k++] = Py_NewRef(PyTuple_GET_ITEM(prefix, j));
+            items[k++] = offset;
+            items[k++] = ts;
+            items[k++] = Py_NewRef(zero);
+            items[k++] = key;
+            items[k++] = value;
+            items[k++] = headers;
+            for (Py_ssize_t j = 0; j < ns; j++)
+                items[k++] = Py_NewRef(PyTuple_GET_ITEM(suffix, j));
+        }
+#if !FAST_SUBTUPLE
+        rec = new_record(cls, plain);
+        Py_DECREF(plain);
+        if (rec == NULL)
+            goto fail;
+#endif
+        PyList_SET_ITEM(out, i, rec);
+        continue;
+    fail_rec:
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+        Py_XDECREF(headers);
+        Py_XDECREF(offset);
+        Py_XDECREF(ts);
+        goto fail;
+    }
+    if (gc_was_enabled)
+        PyGC_Enable();
+    Py_DECREF(zero);
+    Py_DECREF(empty);
+    if (pos != end) {
+        PyErr_Format(PyExc_ValueError, "%zd bytes left after its %zd records", end - pos,
+                     count);
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+fail:
+    if (gc_was_enabled)
+        PyGC_Enable();
+fail_early:
+    Py_XDECREF(zero);
+    Py_XDECREF(empty);
+    Py_DECREF(out); /* unset slots are NULL: list_dealloc skips them */
+    return NULL;
+}
+
+/* -- encoding ------------------------------------------------------------------------ */
+
+/* a bytes-like argument or None: (data, size, is_null) with a held buffer */
+typedef struct {
+    Py_buffer view;
+    int held;
+    int null;
+} field_t;
+
+static int
+get_field(PyObject *obj, field_t *f, const char *what)
+{
+    f->held = 0;
+    f->null = obj == Py_None;
+    if (f->null)
+        return 0;
+    if (PyObject_GetBuffer(obj, &f->view, PyBUF_SIMPLE) < 0) {
+        PyErr_Format(PyExc_TypeError, "record %s must be bytes or None", what);
+        return -1;
+    }
+    f->held = 1;
+    return 0;
+}
+
+static void
+release_field(field_t *f)
+{
+    if (f->held)
+        PyBuffer_Release(&f->view);
+    f->held = 0;
+}
+
+/* One record appended to bytearray `buf` unless it would pass `limit` (the first record
+ * of a batch, offset delta 0, always goes in). Returns 1 appended, 0 full, -1 error. */
+static int
+append_one(PyObject *buf, int64_t od, int64_t td, field_t *k, field_t *v, field_t *h,
+           Py_ssize_t limit)
+{
+    Py_ssize_t klen = k->null ? 0 : k->view.len;
+    Py_ssize_t vlen = v->null ? 0 : v->view.len;
+    Py_ssize_t hlen = h->null ? 1 : h->view.len;
+    uint64_t tdz = zz64(td), odz = zz32(od);
+    uint64_t klz = k->null ? 1 : zz32(klen), vlz = v->null ? 1 : zz32(vlen);
+    Py_ssize_t body = 1 + uvarint_size(tdz) + uvarint_size(odz) + uvarint_size(klz) + klen
+                      + uvarint_size(vlz) + vlen + hlen;
+    Py_ssize_t total = uvarint_size(zz32(body)) + body;
+    Py_ssize_t at = PyByteArray_GET_SIZE(buf);
+    if (od != 0 && at + total > limit)
+        return 0;
+    if (PyByteArray_Resize(buf, at + total) < 0)
+        return -1;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + at;
+    p += write_uvarint(p, zz32(body));
+    *p++ = 0; /* attributes */
+    p += write_uvarint(p, tdz);
+    p += write_uvarint(p, odz);
+    p += write_uvarint(p, klz);
+    if (klen) {
+        memcpy(p, k->view.buf, klen);
+        p += klen;
+    }
+    p += write_uvarint(p, vlz);
+    if (vlen) {
+        memcpy(p, v->view.buf, vlen);
+        p += vlen;
+    }
+    if (h->null)
+        *p++ = 0; /* no headers */
+    else
+        memcpy(p, h->view.buf, hlen);
+    return 1;
+}
+
+static int
+as_int64(PyObject *o, int64_t *out)
+{
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* append_record(buf, offset_delta, timestamp_delta, key, value, headers, limit) -> bool
+ * (RecordBatchBuilder.append's encoding; headers is their encoded form or None) */
+static PyObject *
+append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "append_record takes 7 arguments");
+        return NULL;
+    }
+    if (!PyByteArray_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "append_record: buf must be a bytearray");
+        return NULL;
+    }
+    int64_t od, td;
+    Py_ssize_t limit;
+    if (as_int64(args[1], &od) < 0 || as_int64(args[2], &td) < 0)
+        return NULL;
+    if ((limit = PyLong_AsSsize_t(args[6])) == -1 && PyErr_Occurred())
+        return NULL;
+    field_t k, v, h;
+    if (get_field(args[3], &k, "key") < 0)
+        return NULL;
+    if (get_field(args[4], &v, "value") < 0) {
+        release_field(&k);
+        return NULL;
+    }
+    if (get_field(args[5], &h, "headers") < 0) {
+        release_field(&k);
+        release_field(&v);
+        return NULL;
+    }
+    int r = append_one(args[0], od, td, &k, &v, &h, limit);
+    release_field(&k);
+    release_field(&v);
+    release_field(&h);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+/* append_records(buf, first_delta, timestamp_delta, keys, values, start, stop, headers,
+ *                limit) -> int
+ * Appends values[start:stop] (keys[i] with each, or no keys when keys is None) as long
+ * as they fit; returns how many went in (at least one when first_delta is 0). */
+static PyObject *
+append_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "append_records takes 9 arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0], *keys = args[3], *values = args[4];
+    if (!PyByteArray_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_records: buf must be a bytearray");
+        return NULL;
+    }
+    if (!PyList_CheckExact(values) || (keys != Py_None && !PyList_CheckExact(keys))) {
+        PyErr_SetString(PyExc_TypeError, "append_records: values and keys must be lists");
+        return NULL;
+    }
+    int64_t od, td;
+    Py_ssize_t start, stop, limit;
+    if (as_int64(args[1], &od) < 0 || as_int64(args[2], &td) < 0)
+        return NULL;
+    if ((start = PyLong_AsSsize_t(args[5])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((stop = PyLong_AsSsize_t(args[6])) == -1 && PyErr_Occurred())
+        return NULL;
+    if ((limit = PyLong_AsSsize_t(args[8])) == -1 && PyErr_Occurred())
+        return NULL;
+    if (start < 0 || stop > PyList_GET_SIZE(values)
+        || (keys != Py_None && stop > PyList_GET_SIZE(keys))) {
+        PyErr_SetString(PyExc_IndexError, "append_records: range outside the lists");
+        return NULL;
+    }
+    field_t h;
+    if (get_field(args[7], &h, "headers") < 0)
+        return NULL;
+    /* all or what fitted: a value refused midway takes back the records of this call,
+     * which the builder has not counted */
+    Py_ssize_t initial = PyByteArray_GET_SIZE(buf);
+    Py_ssize_t done = 0;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        field_t k, v;
+        /* the lists may not change under us: nothing here runs Python code, but a
+         * buffer export could; hold strong references for the call */
+        PyObject *kobj = keys == Py_None ? Py_None : PyList_GET_ITEM(keys, i);
+        PyObject *vobj = PyList_GET_ITEM(values, i);
+        Py_INCREF(kobj);
+        Py_INCREF(vobj);
+        int r = -1;
+        if (get_field(kobj, &k, "key") == 0) {
+            if (get_field(vobj, &v, "value") == 0) {
+                r = append_one(buf, od + done, td, &k, &v, &h, limit);
+                release_field(&v);
+            }
+            release_field(&k);
+        }
+        Py_DECREF(kobj);
+        Py_DECREF(vobj);
+        if (r < 0) {
+            release_field(&h);
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            (void)PyByteArray_Resize(buf, initial); /* shrinking cannot fail */
+            PyErr_Restore(type, value, tb);
+            return NULL;
+        }
+        if (r == 0)
+            break;
+        done++;
+    }
+    release_field(&h);
+    return PyLong_FromSsize_t(done);
+}
+
+/* -- murmur2 ------------------------------------------------------------------------- */
+
+/* murmur2(data) -> int (aiokproto.producer.partitioner.murmur2) */
+static PyObject *
+murmur2(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *data = (const uint8_t *)view.buf;
+    Py_ssize_t n = view.len;
+    const uint32_t m = 0x5bd1e995u;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)n;
+    Py_ssize_t words = n >> 2;
+    for (Py_ssize_t i = 0; i < words; i++) {
+        const uint8_t *p = data + 4 * i;
+        uint32_t k = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                     | (uint32_t)p[3] << 24;
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    Py_ssize_t base = words * 4;
+    switch (n & 3) {
+    case 3:
+        h ^= (uint32_t)data[base + 2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)data[base + 1] << 8;
+        /* fall through */
+    case 1:
+        h ^= data[base];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(h);
+}
+
+static PyMethodDef methods[] = {
+    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
+     "Decode an uncompressed v2 records section into NamedTuple records."},
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "Encode one v2 record onto a bytearray unless it passes the limit."},
+    {"append_records", (PyCFunction)(void (*)(void))append_records, METH_FASTCALL,
+     "Encode values[start:stop] (with keys) onto a bytearray while they fit."},
+    {"murmur2", murmur2, METH_O, "Kafka's murmur2 key hash, unsigned 32 bits."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "aiokproto._accel",
+    "Compiled hot loops of the record codec (see aiokproto/accel.py).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__accel(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,250 @@
+"""The compiled codec (aiokproto._accel) against its Python reference, in one process:
+the same bytes out of the encoders, the same records (or both a CorruptRecordError) out
+of the decoders, on generated and on damaged input (no sockets)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aiokproto import accel
+from aiokproto.consumer import decode as consumer_decode
+from aiokproto.consumer.record import ConsumerRecord
+from aiokproto.errors import CorruptRecordError
+from aiokproto.producer.partitioner import murmur2_python
+from aiokproto.records import batch_v2
+from aiokproto.records.batch_v2 import HEADER_SIZE, RecordBatch, RecordBatchBuilder
+from aiokproto.records.record import Record
+
+from .strategies import RECORDS, headers, maybe_bytes, record
+
+native: Any = accel.native
+pytestmark = pytest.mark.skipif(native is None, reason="aiokproto._accel is not built")
+
+
+def _python_builder(
+    recs: list[tuple[int, bytes | None, bytes | None, list[Any]]], base_ts: int, limit: int
+) -> tuple[RecordBatchBuilder, list[int | None]]:
+    b = RecordBatchBuilder(batch_size=limit)
+    deltas = [b._append_python(base_ts + td, k, v, h) for td, k, v, h in recs]
+    return b, deltas
+
+
+def _native_builder(
+    recs: list[tuple[int, bytes | None, bytes | None, list[Any]]], base_ts: int, limit: int
+) -> tuple[RecordBatchBuilder, list[int | None]]:
+    b = RecordBatchBuilder(batch_size=limit)
+    deltas = [b.append(base_ts + td, k, v, h) for td, k, v, h in recs]
+    return b, deltas
+
+
+@RECORDS
+@given(
+    recs=st.lists(record, min_size=1, max_size=30),
+    base_ts=st.integers(0, 2**41),
+    limit=st.sampled_from([0, 200, 2_000, 1 << 20]),
+)
+def test_append_writes_the_bytes_python_writes(
+    recs: list[tuple[int, bytes | None, bytes | None, list[Any]]], base_ts: int, limit: int
+) -> None:
+    py, py_deltas = _python_builder(recs, base_ts, limit)
+    c, c_deltas = _native_builder(recs, base_ts, limit)
+    assert c_deltas == py_deltas  # the same record is the first that does not fit
+    assert bytes(c.build()) == bytes(py.build())
+
+
+@RECORDS
+@given(
+    values=st.lists(maybe_bytes, min_size=1, max_size=40),
+    keyed=st.booleans(),
+    hdrs=headers,
+    split=st.integers(0, 40),
+    limit=st.sampled_from([0, 300, 3_000, 1 << 20]),
+)
+def test_append_many_equals_appending_one_by_one(
+    values: list[bytes | None], keyed: bool, hdrs: list[Any], split: int, limit: int
+) -> None:
+    keys = [None if v is None else v[::-1] for v in values] if keyed else None
+    ts = 1_700_000_000_000
+    one = RecordBatchBuilder(batch_size=limit)
+    many = RecordBatchBuilder(batch_size=limit)
+    # a record already in (or not): deltas continue from it
+    for b in (one, many):
+        if split % 2:
+            b.append(ts - 5, b"k", b"v")
+    expected = 0
+    for i, v in enumerate(values):
+        if one.append(ts, None if keys is None else keys[i], v, hdrs) is None:
+            break
+        expected += 1
+    done = many.append_many(ts, keys, values, 0, len(values), hdrs)
+    assert done == expected >= (1 if not split % 2 else 0)
+    assert bytes(many.build()) == bytes(one.build())
+    # and the Python fallback of append_many gives the same again
+    fallback = RecordBatchBuilder(batch_size=limit)
+    if split % 2:
+        fallback.append(ts - 5, b"k", b"v")
+    assert batch_v2._native is not None
+    try:
+        batch_v2._native = None
+        assert fallback.append_many(ts, keys, values, 0, len(values), hdrs) == expected
+    finally:
+        batch_v2._native = native
+    assert bytes(fallback.build()) == bytes(one.build())
+
+
+def _section(recs: list[tuple[int, bytes | None, bytes | None, list[Any]]]) -> bytes:
+    b = RecordBatchBuilder(batch_size=1 << 30)
+    for td, k, v, h in recs:
+        b.append(1_000 + td, k, v, h)
+    return bytes(b.build())[HEADER_SIZE:]
+
+
+def _both(buf: bytes, count: int) -> tuple[Any, Any]:
+    """(python result or error type, native result or error type)."""
+    try:
+        py: Any = consumer_decode.decode_v2_python(buf, count, 10, 1_000, "t", 3, 7)
+    except CorruptRecordError:
+        py = CorruptRecordError
+    try:
+        c: Any = native.decode_records(buf, count, 10, 1_000, ConsumerRecord, ("t", 3), (7,))
+    except ValueError:
+        c = CorruptRecordError
+    return py, c
+
+
+@RECORDS
+@given(recs=st.lists(record, min_size=1, max_size=25))
+def test_decode_gives_the_records_python_gives(
+    recs: list[tuple[int, bytes | None, bytes | None, list[Any]]],
+) -> None:
+    buf = _section(recs)
+    py, c = _both(buf, len(recs))
+    assert py is not CorruptRecordError
+    assert c == py
+    assert all(type(r) is ConsumerRecord for r in c)
+    assert [r.headers for r in c] == [tuple(h) for _, _, _, h in recs]
+
+
+@RECORDS
+@given(
+    recs=st.lists(record, min_size=1, max_size=8),
+    data=st.data(),
+)
+def test_damaged_sections_fail_alike(
+    recs: list[tuple[int, bytes | None, bytes | None, list[Any]]], data: st.DataObject
+) -> None:
+    """Flipped bytes, truncation, extra bytes and wrong counts: the compiled decoder
+    accepts exactly what the Python one accepts and returns the same records."""
+    buf = bytearray(_section(recs))
+    kind = data.draw(st.sampled_from(["flip", "cut", "extend", "count"]))
+    count = len(recs)
+    if kind == "flip":
+        for _ in range(data.draw(st.integers(1, 4))):
+            i = data.draw(st.integers(0, len(buf) - 1))
+            buf[i] = data.draw(st.integers(0, 255))
+    elif kind == "cut":
+        del buf[data.draw(st.integers(0, len(buf) - 1)) :]
+    elif kind == "extend":
+        buf += data.draw(st.binary(min_size=1, max_size=12))
+    else:
+        count = data.draw(st.integers(0, len(recs) + 3))
+    py, c = _both(bytes(buf), count)
+    assert c == py
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        b"\x0e\x00\x00\x00\x81\x00\x00\x00",  # key length -1 in two bytes: not a null key
+        b"\x0c\x00\x00\x00\x01\xff\xff\xff\xff\x0f\x00",  # over-long value length
+        b"\x10\x00\x00\x00\x01\x02\x01\x04\x02\xff\xfe\x00",  # header key not UTF-8
+        b"\x0a\x00\x00\x00\x01\x01\x7f",  # header count beyond the bytes
+        b"\x14\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f\x00\x01\x01\x00",  # varlong > 64 bits
+    ],
+)
+def test_hostile_records_are_refused_by_both(section: bytes) -> None:
+    py, c = _both(section, 1)
+    assert py is CorruptRecordError and c is CorruptRecordError
+
+
+def test_offsets_and_timestamps_beyond_int64_are_exact() -> None:
+    b = RecordBatchBuilder()
+    b.append(2**62, None, b"v")
+    buf = bytes(b.build())[HEADER_SIZE:]
+    base = 2**63 - 2
+    got = native.decode_records(buf, 1, base, base, Record, (), ())
+    want = batch_v2._decode_records(buf, 1, base, base, None, 0)
+    assert got == want and got[0].timestamp == base + 0
+
+
+def test_record_batch_iteration_uses_the_same_records_either_way() -> None:
+    b = RecordBatchBuilder()
+    for i in range(50):
+        b.append(5_000 + i, str(i).encode(), b"v" * i, [("h", b"x")] if i % 7 else None)
+    batch = RecordBatch.parse(bytes(b.build()))
+    compiled = batch.records()
+    try:
+        batch_v2._native = None
+        assert batch.records() == compiled
+    finally:
+        batch_v2._native = native
+    assert all(type(r) is Record for r in compiled)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (bytearray(b"\x00"), 1, 0, 0, Record, (), ()),  # not bytes
+        (b"", 0, 0, 0, tuple, (), ()),  # not a NamedTuple... plain tuple is allowed
+        (b"", 0, 0, 0, dict, (), ()),  # not a tuple class
+        (b"", 0, 0, 0, Record, [], ()),  # prefix not a tuple
+    ],
+)
+def test_decode_records_checks_its_arguments(args: tuple[Any, ...]) -> None:
+    if args[4] is tuple:
+        assert native.decode_records(*args) == []
+        return
+    with pytest.raises(TypeError):
+        native.decode_records(*args)
+
+
+def test_append_refuses_what_is_not_bytes_and_leaves_the_batch_alone() -> None:
+    b = RecordBatchBuilder()
+    b.append(1, None, b"ok")
+    before = bytes(b.build())
+    with pytest.raises(TypeError, match="value must be bytes"):
+        b.append(2, None, "text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        b.append_many(2, None, [b"a", 5], 0, 2)  # type: ignore[list-item]
+    with pytest.raises(IndexError):
+        b.append_many(2, None, [b"a"], 0, 3)
+    # nothing of the refused calls stayed in: the batch is what it was
+    assert b.record_count == 1
+    assert bytes(b.build()) == before
+
+
+@given(st.binary(max_size=300))
+def test_murmur2_is_the_python_hash(data: bytes) -> None:
+    assert native.murmur2(data) == murmur2_python(data)
+    assert native.murmur2(memoryview(data)) == murmur2_python(data)
+
+
+def test_the_environment_variable_selects_pure_python() -> None:
+    code = "import aiokproto.accel as a; print(a.implementation())"
+    env = {**os.environ, accel.ENV_VAR: "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "python"
+    env[accel.ENV_VAR] = "0"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "compiled"
