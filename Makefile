@@ -46,7 +46,7 @@ native: $(VENV)/.native-built
 # supported Pythons (pyenv's, one venv each under .venv-py/), with the compiled codec and
 # without it; 3.11 runs its pure-Python pass in make test too.
 UNIT_PYTHONS := 3.12 3.13
-UNIT_TESTS := tests/records tests/protocol tests/producer tests/consumer
+UNIT_TESTS := tests/records tests/producer tests/consumer
 PY_VENVS := .venv-py
 
 $(PY_VENVS)/%/.installed: pyproject.toml setup.py aiokproto/_accel.c
