@@ -230,6 +230,17 @@ class BatchDelivery:
     def done(self) -> bool:
         return all(seg.batch.future.done() for seg in self._segments)
 
+    async def wait(self) -> None:
+        """Wait until every record's fate is known; raise the first delivery error.
+
+        Awaiting the delivery itself also builds a ``RecordMetadata`` per record, which
+        costs about as much as buffering the record did: callers that only need to know
+        that all went (a bulk writer) wait for this instead."""
+        for future in dict.fromkeys(seg.batch.future for seg in self._segments):
+            if not future.done():
+                await asyncio.wait((future,))  # cancelling the caller leaves the batch be
+            future.result()  # raises the batch's delivery error
+
     def _metadata(self) -> list[RecordMetadata]:
         out: list[RecordMetadata] = []
         keys, values, ts = self._keys, self._values, self._timestamp

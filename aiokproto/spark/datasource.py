@@ -46,8 +46,8 @@ from aiokproto.spark.options import (
 from aiokproto.spark.planning import DataLoss, OffsetRange, clamp, resolve, split, stream_end
 from aiokproto.spark.sink import (
     WriteResult,
-    arrow_records,
-    row_records,
+    arrow_batch,
+    row_batches,
     task_transactional_id,
     write_sync,
 )
@@ -264,9 +264,9 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        records = (rec for batch in iterator for rec in arrow_records(batch))
+        batches = (arrow_batch(batch) for batch in iterator)
         txn_id = task_transactional_id(self.options.transactional_id_prefix)
-        return _Written(write_sync(self.options.client, self.options.topic, records, txn_id))
+        return _Written(write_sync(self.options.client, self.options.topic, batches, txn_id))
 
 
 class KafkaStreamWriter(compat.DataSourceStreamArrowWriter):
@@ -276,13 +276,13 @@ class KafkaStreamWriter(compat.DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        records = (
-            (rec for batch in iterator for rec in arrow_records(batch))
+        batches = (
+            (arrow_batch(batch) for batch in iterator)
             if compat.STREAM_ARROW_WRITES
-            else row_records(iterator)
+            else row_batches(iterator)
         )
         txn_id = task_transactional_id(self.options.transactional_id_prefix)
-        return _Written(write_sync(self.options.client, self.options.topic, records, txn_id))
+        return _Written(write_sync(self.options.client, self.options.topic, batches, txn_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records were acknowledged by the tasks themselves; nothing left to do."""

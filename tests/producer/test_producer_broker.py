@@ -68,6 +68,29 @@ async def test_every_codec_reads_back_in_librdkafka(
     assert [m.value() for m in got] == values
 
 
+async def test_batch_delivery_wait_settles_without_metadata_and_raises_broker_errors(
+    kafka: Any, topic_name: str
+) -> None:
+    """``BatchDelivery.wait()``: None once all is delivered; the broker's refusal of one
+    batch raises; cancelling a waiter leaves the records to be delivered."""
+    await create_topic(kafka.bootstrap_servers, topic_name, 2,
+                       configs={"max.message.bytes": "2000"})
+    async with producer(kafka, linger_ms=50) as p:
+        ok = await p.send_batch(topic_name, [b"v" * 10] * 50, partition=0)
+        waiter = asyncio.ensure_future(ok.wait())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert await ok.wait() is None
+        assert [m.offset for m in await ok] == list(range(50))  # still delivered, in full
+        # partition 1 gets a batch the topic refuses (over max.message.bytes)
+        bad = await p.send_batch(topic_name, [b"x" * 3000], partition=1)
+        with pytest.raises(RecordTooLargeError):
+            await bad.wait()
+        assert bad.done()
+
+
 async def test_compression_level_is_used(kafka: Any, topic_name: str) -> None:
     values = [b"abc" * 300] * 200
     async with producer(kafka, compression_type="zstd", compression_level=19) as p:
