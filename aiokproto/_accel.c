@@ -222,6 +222,20 @@ new_record(PyTypeObject *cls, PyObject *items)
 }
 #endif
 
+/* How a class made by a class statement deriving from tuple (a NamedTuple) is freed,
+ * read at import from such a class. Other tuple subclasses, such as struct sequences
+ * (os.stat_result), free their items their own way and must not be built here. */
+static destructor plain_subclass_dealloc = NULL;
+
+static int
+record_class_ok(PyTypeObject *t)
+{
+    return t->tp_base == &PyTuple_Type && t->tp_dealloc == plain_subclass_dealloc
+           && t->tp_basicsize == PyTuple_Type.tp_basicsize
+           && t->tp_itemsize == PyTuple_Type.tp_itemsize && t->tp_dictoffset == 0
+           && t->tp_weaklistoffset == 0;
+}
+
 /* decode_records(buf, count, base_offset, base_ts, cls, prefix, suffix) -> list
  *
  * Every record of an uncompressed v2 records section, each as
@@ -249,8 +263,7 @@ decode_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
     long long base_ts = PyLong_AsLongLong(args[3]);
     if (base_ts == -1 && PyErr_Occurred())
         return NULL;
-    if (!PyType_Check(args[4]) || !PyType_IsSubtype((PyTypeObject *)args[4], &PyTuple_Type)
-        || ((PyTypeObject *)args[4])->tp_basicsize != PyTuple_Type.tp_basicsize) {
+    if (!PyType_Check(args[4]) || !record_class_ok((PyTypeObject *)args[4])) {
         PyErr_SetString(PyExc_TypeError, "decode_records: cls must be a NamedTuple class");
         return NULL;
     }
@@ -415,6 +428,29 @@ typedef struct {
     int null;
 } field_t;
 
+/* bytes (or a subclass), bytearray or None, read in place: no Python code runs, so
+ * nothing can change the lists or the batch buffer during a loop over many records */
+static int
+get_plain_field(PyObject *obj, field_t *f, const char *what)
+{
+    f->held = 0;
+    f->null = obj == Py_None;
+    if (f->null)
+        return 0;
+    if (PyBytes_Check(obj)) {
+        f->view.buf = PyBytes_AS_STRING(obj);
+        f->view.len = PyBytes_GET_SIZE(obj);
+    } else if (PyByteArray_Check(obj)) {
+        f->view.buf = PyByteArray_AS_STRING(obj);
+        f->view.len = PyByteArray_GET_SIZE(obj);
+    } else {
+        PyErr_Format(PyExc_TypeError, "record %s must be bytes, bytearray or None, not %.100s",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
 static int
 get_field(PyObject *obj, field_t *f, const char *what)
 {
@@ -489,6 +525,27 @@ as_int64(PyObject *o, int64_t *out)
     return 0;
 }
 
+/* The timestamp delta as int64: 1; 0 when it does not fit and the record is not the
+ * batch's first (it then starts a new batch, where the delta is 0); -1 error. Python's
+ * _append_python does the same. */
+static int
+delta_fits(PyObject *o, int64_t od, int64_t *out)
+{
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow) {
+        if (od == 0) {
+            PyErr_SetString(PyExc_OverflowError, "timestamp delta of a first record");
+            return -1;
+        }
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 /* append_record(buf, offset_delta, timestamp_delta, key, value, headers, limit) -> bool
  * (RecordBatchBuilder.append's encoding; headers is their encoded form or None) */
 static PyObject *
@@ -504,8 +561,11 @@ append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs
     }
     int64_t od, td;
     Py_ssize_t limit;
-    if (as_int64(args[1], &od) < 0 || as_int64(args[2], &td) < 0)
+    if (as_int64(args[1], &od) < 0)
         return NULL;
+    int r = delta_fits(args[2], od, &td);
+    if (r <= 0)
+        return r < 0 ? NULL : Py_NewRef(Py_False);
     if ((limit = PyLong_AsSsize_t(args[6])) == -1 && PyErr_Occurred())
         return NULL;
     field_t k, v, h;
@@ -520,7 +580,7 @@ append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs
         release_field(&v);
         return NULL;
     }
-    int r = append_one(args[0], od, td, &k, &v, &h, limit);
+    r = append_one(args[0], od, td, &k, &v, &h, limit);
     release_field(&k);
     release_field(&v);
     release_field(&h);
@@ -551,8 +611,11 @@ append_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
     }
     int64_t od, td;
     Py_ssize_t start, stop, limit;
-    if (as_int64(args[1], &od) < 0 || as_int64(args[2], &td) < 0)
+    if (as_int64(args[1], &od) < 0)
         return NULL;
+    int fits = delta_fits(args[2], od, &td);
+    if (fits <= 0)
+        return fits < 0 ? NULL : PyLong_FromLong(0);
     if ((start = PyLong_AsSsize_t(args[5])) == -1 && PyErr_Occurred())
         return NULL;
     if ((stop = PyLong_AsSsize_t(args[6])) == -1 && PyErr_Occurred())
@@ -573,27 +636,24 @@ append_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
     Py_ssize_t done = 0;
     for (Py_ssize_t i = start; i < stop; i++) {
         field_t k, v;
-        /* the lists may not change under us: nothing here runs Python code, but a
-         * buffer export could; hold strong references for the call */
-        PyObject *kobj = keys == Py_None ? Py_None : PyList_GET_ITEM(keys, i);
-        PyObject *vobj = PyList_GET_ITEM(values, i);
-        Py_INCREF(kobj);
-        Py_INCREF(vobj);
         int r = -1;
-        if (get_field(kobj, &k, "key") == 0) {
-            if (get_field(vobj, &v, "value") == 0) {
-                r = append_one(buf, od + done, td, &k, &v, &h, limit);
-                release_field(&v);
-            }
-            release_field(&k);
-        }
-        Py_DECREF(kobj);
-        Py_DECREF(vobj);
+        /* read in place (get_plain_field): the lists cannot change under the loop */
+        if (get_plain_field(keys == Py_None ? Py_None : PyList_GET_ITEM(keys, i), &k, "key")
+                == 0
+            && get_plain_field(PyList_GET_ITEM(values, i), &v, "value") == 0)
+            r = append_one(buf, od + done, td, &k, &v, &h, limit);
         if (r < 0) {
             release_field(&h);
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
-            (void)PyByteArray_Resize(buf, initial); /* shrinking cannot fail */
+            /* nothing holds an export of buf (no Python code ran), so this shrink
+             * cannot fail; checked all the same */
+            if (PyByteArray_Resize(buf, initial) < 0) {
+                Py_XDECREF(type);
+                Py_XDECREF(value);
+                Py_XDECREF(tb);
+                return NULL;
+            }
             PyErr_Restore(type, value, tb);
             return NULL;
         }
@@ -667,5 +727,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__accel(void)
 {
+    PyObject *probe = PyObject_CallFunction((PyObject *)&PyType_Type, "s(O){s:()}",
+                                            "_Probe", (PyObject *)&PyTuple_Type,
+                                            "__slots__");
+    if (probe == NULL)
+        return NULL;
+    plain_subclass_dealloc = ((PyTypeObject *)probe)->tp_dealloc;
+    Py_DECREF(probe);
     return PyModule_Create(&module);
 }

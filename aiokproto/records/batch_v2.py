@@ -235,7 +235,12 @@ class RecordBatchBuilder:
         table = _VARINT
         if n:
             td = timestamp_ms - self._base_ts
-            tdb = table[td] if 0 <= td < _TABLE_SIZE else encode_varlong(td)
+            if 0 <= td < _TABLE_SIZE:
+                tdb = table[td]
+            elif -_MAX_OFFSET - 1 <= td <= _MAX_OFFSET:
+                tdb = encode_varlong(td)
+            else:  # no varlong holds it: the record starts a batch of its own
+                return None
             odb = table[n] if n < _TABLE_SIZE else encode_varint(n)
         else:
             self._base_ts = self._max_ts = timestamp_ms
