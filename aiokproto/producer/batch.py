@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from aiokproto.errors import KafkaError
 from aiokproto.producer.delivery import BatchResult
@@ -90,8 +89,9 @@ class ProducerBatch:
         self.order = -1  # drain order, set on the first drain; sorts retries
         self.payload: bytes | bytearray | None = None
         # per-record done callbacks, run in one go when the future resolves (one loop
-        # callback per batch instead of one per record)
-        self.callbacks: list[Callable[[], object]] | None = None
+        # callback per batch instead of one per record): DeliveryFuture.add_done_callback's
+        # flat runs of (callback, delta, timestamp, ksize, vsize)
+        self.callbacks: list[Any] | None = None
         self.last_error: KafkaError | None = None
         # the connection its current attempt was handed to (order checks); None else
         self.conn: object | None = None

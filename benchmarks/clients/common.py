@@ -170,10 +170,13 @@ class Outstanding:
     def __init__(self, delivery: Delivery) -> None:
         self.delivery = delivery
         self.pending: deque[Any] = deque()
+        # one callable for every record, as the librdkafka adapters pass one on_delivery
+        # (a bound method made per record would be an object per record left to the GC)
+        self._done = delivery.future_done
 
     def add(self, fut: Any, i: int) -> None:
         if hasattr(fut, "add_done_callback"):
-            fut.add_done_callback(self.delivery.future_done)
+            fut.add_done_callback(self._done)
             return
         self.pending.append(fut)
         if i % 1024 == 0:
