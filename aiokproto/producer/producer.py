@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from time import time as _time
-from typing import Any, NoReturn, Self, overload
+from typing import Any, Final, NoReturn, Self, overload
 
 from aiokproto.awaitables import DONE
 from aiokproto.cluster.client import ClusterClient
@@ -157,6 +157,9 @@ def _serialize(serializer: Any, data: Any, what: str) -> Any:
         return serializer(data)
     except Exception as exc:
         raise SerializationError(f"the {what}_serializer raised {exc!r}") from exc
+
+
+_TS_END: Final = 1 << 63
 
 
 def _check_timestamp(timestamp_ms: Any) -> int:
@@ -506,7 +509,10 @@ class Producer:
             if not isinstance(headers, (list, tuple)):
                 headers = _listed_headers(headers)
             charge += _header_charge(headers)
-        if timestamp_ms.__class__ is not int:
+        if timestamp_ms is None:
+            timestamp_ms = int(_time() * 1000)
+        elif timestamp_ms.__class__ is not int or not -1 <= timestamp_ms < _TS_END:
+            # an int out of range would be buffered and fail its whole batch at build
             timestamp_ms = _check_timestamp(timestamp_ms)
         if charge > self._max_charge:
             return DeliveryFuture.failed(self._too_large(topic, charge))

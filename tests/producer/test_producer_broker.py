@@ -18,6 +18,7 @@ from aiokproto.errors import (
     RecordTooLargeError,
 )
 from aiokproto.producer import DeliveryFuture, Producer, RecordMetadata
+from aiokproto.producer.producer import SerializationError
 from tests.producer.helpers import FAST, consume, create_topic
 
 ck = pytest.importorskip("confluent_kafka")
@@ -278,6 +279,23 @@ async def test_too_large_record_fails_alone(kafka: Any, topic_name: str) -> None
         assert last.offset == first.offset + 1
         with pytest.raises(RecordTooLargeError):
             await p.send_batch(topic_name, [b"x", b"y" * 20_000])
+
+
+@pytest.mark.parametrize("bad", [2**63, 2**70, -2, -(2**63), 1.5, True, "1"])
+async def test_an_out_of_range_timestamp_fails_alone_before_buffering(
+    kafka: Any, topic_name: str, bad: Any
+) -> None:
+    """An int timestamp outside [-1, 2**63) was buffered unchecked and failed its whole
+    batch when the sender built it: now the call raises and the neighbours go out."""
+    async with producer(kafka, linger_ms=50) as p:
+        before = await p.send(topic_name, b"a")
+        with pytest.raises(SerializationError, match="timestamp_ms"):
+            await p.send(topic_name, b"bad", timestamp_ms=bad)
+        with pytest.raises(SerializationError, match="timestamp_ms"):
+            await p.send_batch(topic_name, [b"bad"], timestamp_ms=bad)
+        after = await p.send(topic_name, b"c", timestamp_ms=1_700_000_000_000)
+        first, last = await before, await after
+        assert last.offset == first.offset + 1 and last.timestamp == 1_700_000_000_000
 
 
 async def test_bad_input_is_a_typed_error(kafka: Any, topic_name: str) -> None:
