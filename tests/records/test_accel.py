@@ -28,20 +28,16 @@ native: Any = accel.native
 pytestmark = pytest.mark.skipif(native is None, reason="aiokproto._accel is not built")
 
 
-def _python_builder(
-    recs: list[tuple[int, bytes | None, bytes | None, list[Any]]], base_ts: int, limit: int
+def _builder(
+    recs: list[tuple[int, bytes | None, bytes | None, list[Any]]],
+    base_ts: int,
+    limit: int,
+    *,
+    python: bool,
 ) -> tuple[RecordBatchBuilder, list[int | None]]:
     b = RecordBatchBuilder(batch_size=limit)
-    deltas = [b._append_python(base_ts + td, k, v, h) for td, k, v, h in recs]
-    return b, deltas
-
-
-def _native_builder(
-    recs: list[tuple[int, bytes | None, bytes | None, list[Any]]], base_ts: int, limit: int
-) -> tuple[RecordBatchBuilder, list[int | None]]:
-    b = RecordBatchBuilder(batch_size=limit)
-    deltas = [b.append(base_ts + td, k, v, h) for td, k, v, h in recs]
-    return b, deltas
+    append = b._append_python if python else b.append
+    return b, [append(base_ts + td, k, v, h) for td, k, v, h in recs]
 
 
 @RECORDS
@@ -53,8 +49,8 @@ def _native_builder(
 def test_append_writes_the_bytes_python_writes(
     recs: list[tuple[int, bytes | None, bytes | None, list[Any]]], base_ts: int, limit: int
 ) -> None:
-    py, py_deltas = _python_builder(recs, base_ts, limit)
-    c, c_deltas = _native_builder(recs, base_ts, limit)
+    py, py_deltas = _builder(recs, base_ts, limit, python=True)
+    c, c_deltas = _builder(recs, base_ts, limit, python=False)
     assert c_deltas == py_deltas  # the same record is the first that does not fit
     assert bytes(c.build()) == bytes(py.build())
 
