@@ -168,7 +168,7 @@ def _check_timestamp(timestamp_ms: Any) -> int:
     if (
         not isinstance(timestamp_ms, int)
         or isinstance(timestamp_ms, bool)
-        or not (-1 <= timestamp_ms < 1 << 63)
+        or not (-1 <= timestamp_ms < _TS_END)
     ):
         raise SerializationError(
             f"timestamp_ms must be an int (milliseconds since the epoch), not {timestamp_ms!r}"

@@ -555,20 +555,19 @@ class RecordBatch:
 
     def records(self) -> list[Record]:
         """Decode (and decompress) all records; raises CorruptRecordError if malformed."""
-        lat = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+        buf = self._records_bytes()
         if _native is None:
-            return _decode_records(
-                self._records_bytes(), self.record_count, self.base_offset,
-                self.base_timestamp, lat, self.base_offset,
-            )
-        try:
-            out: list[Record] = _native.decode_records(
-                self._records_bytes(), self.record_count, self.base_offset,
-                self.base_timestamp, Record, (), (),
-            )
-        except ValueError as exc:  # UnicodeDecodeError too
-            raise self._corrupt(str(exc)) from None
-        if lat is not None:
+            out = _decode_records(buf, self.record_count, self.base_offset,
+                                  self.base_timestamp)
+        else:
+            try:
+                out = _native.decode_records(buf, self.record_count, self.base_offset,
+                                             self.base_timestamp, Record, (), ())
+            except ValueError as exc:  # UnicodeDecodeError too
+                raise self._corrupt(str(exc)) from None
+        if self.attributes & TIMESTAMP_TYPE_MASK:
+            # LogAppendTime: the broker's time (the batch max timestamp) for every record
+            lat = self.max_timestamp
             new = tuple.__new__
             out = [new(Record, (r[0], lat, LOG_APPEND_TIME, r[3], r[4], r[5])) for r in out]
         return out
@@ -610,8 +609,7 @@ def _decode_headers(buf: bytes, pos: int) -> tuple[Headers, int]:
     return tuple(headers), pos
 
 
-def _decode_records(buf: bytes, count: int, base_offset: int, base_ts: int,
-                    log_append_ts: int | None, where: int) -> list[Record]:
+def _decode_records(buf: bytes, count: int, base_offset: int, base_ts: int) -> list[Record]:
     """The consumer's hot loop: 1- and 2-byte varints are decoded inline by table.
 
     Length fields are not range-checked one by one: every record must end exactly
@@ -713,16 +711,12 @@ def _decode_records(buf: bytes, count: int, base_offset: int, base_ts: int,
             append(new(record_cls, (base_offset + od, base_ts + td, CREATE_TIME,
                                     key, value, headers)))
     except CorruptRecordError as exc:
-        raise CorruptRecordError(f"record batch at offset {where}: {exc}") from None
+        raise CorruptRecordError(f"record batch at offset {base_offset}: {exc}") from None
     except (IndexError, KafkaProtocolError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(
-            f"record batch at offset {where}: record {i} is truncated or malformed ({exc})"
+            f"record batch at offset {base_offset}: record {i} is truncated or malformed ({exc})"
         ) from None
     if pos != len(buf):
-        raise CorruptRecordError(f"record batch at offset {where}: {len(buf) - pos} bytes "
+        raise CorruptRecordError(f"record batch at offset {base_offset}: {len(buf) - pos} bytes "
                                  f"left after its {count} records")
-    if log_append_ts is not None:
-        # LogAppendTime: the broker's time (the batch max timestamp) for every record
-        out = [new(record_cls, (r[0], log_append_ts, LOG_APPEND_TIME, r[3], r[4], r[5]))
-               for r in out]
     return out

@@ -176,7 +176,7 @@ def test_offsets_and_timestamps_beyond_int64_are_exact() -> None:
     buf = bytes(b.build())[HEADER_SIZE:]
     base = 2**63 - 2
     got = native.decode_records(buf, 1, base, base, Record, (), ())
-    want = batch_v2._decode_records(buf, 1, base, base, None, 0)
+    want = batch_v2._decode_records(buf, 1, base, base)
     assert got == want and got[0].timestamp == base + 0
 
 
