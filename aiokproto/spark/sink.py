@@ -250,16 +250,22 @@ def topic_rows(batch: OutBatch, topic_option: str | None) -> dict[str, Rows]:
         raise KafkaConfigError(NO_TOPIC)
     if topics.count(first) == n:
         return {first: range(n)}
-    grouped: dict[str, list[int]] = {}
-    for i, topic in enumerate(topics):
-        if not topic:
-            raise KafkaConfigError(NO_TOPIC)
-        same = grouped.get(topic)
+    if not all(topics):
+        raise KafkaConfigError(NO_TOPIC)
+    return dict(_group(topics, range(n)))
+
+
+def _group(by: Iterable[Any], rows: Iterable[int]) -> dict[Any, list[int]]:
+    """``rows`` grouped by the value beside each in ``by``, in row order within each
+    group and in order of first appearance across them."""
+    grouped: dict[Any, list[int]] = {}
+    for i, value in zip(rows, by, strict=True):
+        same = grouped.get(value)
         if same is None:
-            grouped[topic] = [i]
+            grouped[value] = [i]
         else:
             same.append(i)
-    return {topic: same for topic, same in grouped.items()}
+    return grouped
 
 
 def topic_calls(
@@ -310,14 +316,7 @@ def topic_calls(
     if parts is None or nulls or parts.count(parts[0]) == n:
         domains = {None if parts is None or nulls else parts[0]: rows}
     else:
-        grouped: dict[int | None, list[int]] = {}
-        for i, p in zip(rows, parts, strict=True):
-            same = grouped.get(p)
-            if same is None:
-                grouped[p] = [i]
-            else:
-                same.append(i)
-        domains = {p: same for p, same in grouped.items()}
+        domains = dict(_group(parts, rows))
     for partition, domain in domains.items():
         if batch.headers is None:
             yield Call(topic, partition, domain, None)
