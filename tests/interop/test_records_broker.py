@@ -177,8 +177,12 @@ async def test_our_batches_are_accepted_and_read_by_librdkafka(kafka_any: Any, c
                     )
                 ],
             )
-            response = await client.send(leader, request, purpose="produce")
-            part = response.responses[0].partition_responses[0]
+            for _ in range(50):  # a new partition: its leader may not know it leads yet
+                response = await client.send(leader, request, purpose="produce")
+                part = response.responses[0].partition_responses[0]
+                if part.error_code != 6:  # NOT_LEADER_OR_FOLLOWER: nothing was appended
+                    break
+                await asyncio.sleep(0.1)
             assert part.error_code == 0, part
             assert part.base_offset == offset
             offset += 100
