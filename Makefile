@@ -9,7 +9,7 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check test test-fast test-spark-matrix faults soak demo bench bench-full bench-rebalance broker broker-stop broker-status clean
+.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check test test-fast test-spark-matrix faults soak demo bench bench-full bench-rebalance bench-share broker broker-stop broker-status clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench   - benchmarks against peer clients on one local broker"
 	@echo "make bench-spark-cluster ROWS=N - Spark source/sink vs Spark's Kafka connector, standalone cluster"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
+	@echo "make bench-share - ShareConsumer vs Kafka's Java share consumer, one local broker"
 	@echo "make broker / broker-stop - keep a local single-node Kafka running"
 	@echo "make docs    - build the documentation site into site/ (mkdocs --strict)"
 
@@ -170,6 +171,11 @@ bench-full: venv jars
 # joins or leaves, for classic eager, classic cooperative and KIP-848 (about 4 minutes)
 bench-rebalance: venv jars
 	$(PY) -m benchmarks.rebalance_time
+
+# aiokproto's ShareConsumer beside Kafka's ShareConsumerPerformance (KIP-932): one
+# member per fresh share group reading the same topic, implicit acks (about 2 minutes)
+bench-share: venv jars
+	$(PY) -m benchmarks.share_bench
 
 # A Spark standalone master and two workers (1 core, 1g each) on 127.0.0.1, started
 # from the installed pyspark's bin/spark-class; prints the master URL and runs in the

@@ -1,16 +1,15 @@
 """Share group (KIP-932) administration against the real broker.
 
-aiokproto has no share consumer yet, so a live group is made by Kafka's own
-ConsoleShareConsumer, run from the broker's jars as a subprocess.
+A live group is made by Kafka's own ConsoleShareConsumer, run from the broker's jars
+as a subprocess (tests/share/java.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -26,12 +25,11 @@ from aiokproto.admin import (
     TopicPartition,
 )
 from aiokproto.errors import GroupIdNotFoundError, NonEmptyGroupError, UnknownTopicOrPartitionError
-from aiokproto.testing.discovery import KafkaService, local_jars_possible
-from aiokproto.testing.jars import classpath
+from aiokproto.testing.discovery import KafkaService
+from tests.share.java import java_share_consumer
 
 Produce = Callable[[str, str, int, list[int]], None]
 
-_CONSOLE_SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
 RECORDS_PER_PARTITION = 10
 
 
@@ -74,60 +72,6 @@ async def _share_from_earliest(admin: Admin, group: str) -> None:
             ]
         }
     )
-
-
-class JavaShareConsumer:
-    """A ConsoleShareConsumer subprocess; ``lines`` collects the records it prints."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        async for line in self.proc.stdout:
-            self.lines.append(line.decode().rstrip("\n"))
-
-    async def stop(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.terminate()  # SIGTERM: the consumer closes and leaves the group
-            try:
-                await asyncio.wait_for(self.proc.wait(), 20)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._reader
-
-
-@contextlib.asynccontextmanager
-async def java_share_consumer(
-    kafka: KafkaService, topic: str, group: str
-) -> AsyncIterator[JavaShareConsumer]:
-    if not local_jars_possible(kafka.version):
-        pytest.skip("needs Java and the Kafka jars for the Java share consumer")
-    proc = await asyncio.create_subprocess_exec(
-        "java",
-        "-cp",
-        classpath(kafka.version),
-        _CONSOLE_SHARE_CONSUMER,
-        "--bootstrap-server",
-        kafka.bootstrap_servers,
-        "--topic",
-        topic,
-        "--group",
-        group,
-        "--formatter-property",
-        "print.partition=true",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    consumer = JavaShareConsumer(proc)
-    try:
-        yield consumer
-    finally:
-        await consumer.stop()
 
 
 async def test_live_share_group(
