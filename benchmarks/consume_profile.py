@@ -8,7 +8,7 @@ keep their defaults apart from starting at the earliest offset. ``-iter`` varian
 With ``--profile`` the aiokproto loop runs under cProfile.
 
     .venv/bin/python -m benchmarks.consume_profile [-n 500000] [--runs 3] [--profile]
-        [--codec none] [--bootstrap-servers HOST:PORT]
+        [--codec none] [--batch-size 65536] [--bootstrap-servers HOST:PORT]
         [--clients aiokproto,aiokproto-iter,aiokafka,aiokafka-iter,confluent]
 
 A broker is started (and stopped) unless ``--bootstrap-servers`` or
@@ -32,7 +32,7 @@ from typing import Any
 VALUE = b"x" * 100
 
 
-def fill(bootstrap: str, n: int, codec: str) -> str:
+def fill(bootstrap: str, n: int, codec: str, batch_size: int) -> str:
     import confluent_kafka as ck
 
     from aiokproto.admin import Admin, NewTopic
@@ -49,6 +49,7 @@ def fill(bootstrap: str, n: int, codec: str) -> str:
             "bootstrap.servers": bootstrap,
             "linger.ms": 20,
             "compression.type": codec,
+            "batch.size": batch_size,
             "queue.buffering.max.messages": 1_000_000,
         }
     )
@@ -185,6 +186,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--codec", default="none", help="compression of the filled topic")
     ap.add_argument(
+        "--batch-size", type=int, default=1_000_000,
+        help="producer batch.size when filling (make bench fills with 65536)",
+    )
+    ap.add_argument(
         "--clients", default="aiokproto,aiokproto-iter,aiokafka,aiokafka-iter,confluent"
     )
     ap.add_argument("--profile", action="store_true", help="cProfile the aiokproto loop")
@@ -199,7 +204,7 @@ def main(argv: list[str]) -> int:
     import aiokproto.consumer  # noqa: F401
 
     def session(bootstrap: str) -> None:
-        topic = fill(bootstrap, args.n, args.codec)
+        topic = fill(bootstrap, args.n, args.codec, args.batch_size)
         if args.profile:
             profile(bootstrap, topic, args.n, "aiokproto")
             profile(bootstrap, topic, args.n, "aiokproto-iter")

@@ -158,8 +158,7 @@ def table(runs: Sequence[Run], n: int, partitions: int) -> str:
         f"{n:,} records x 100 B, {partitions} partitions, implicit acknowledgement, "
         f"one member per fresh share group; median of {len(runs) // 2} runs per client",
         "",
-        "| client | whole (join included) rec/s | steady rec/s | s to first record | "
-        "CPU s / M |",
+        "| client | whole (join included) rec/s | steady rec/s | s to first record | CPU s / M |",
         "|---|---:|---:|---:|---:|",
     ]
     for client in ("aiokproto", "java"):

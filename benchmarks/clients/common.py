@@ -65,13 +65,16 @@ class Consumed:
         self.bad_size = 0
 
     def add(self, values: Iterable[bytes | None]) -> None:
-        size = self.size
-        for v in values:
-            n = len(v) if v is not None else -1
-            self.count += 1
-            self.bytes += max(n, 0)
-            if n != size:
-                self.bad_size += 1
+        # C-level map/sum/count: a Python loop here cost about 0.3 us per record, the
+        # same for every client, which hid how far apart the clients themselves are.
+        vals = values if isinstance(values, list) else list(values)
+        try:
+            lengths = list(map(len, vals))  # type: ignore[arg-type]
+        except TypeError:  # a None (tombstone) value: counted as a wrong size
+            lengths = [-1 if v is None else len(v) for v in vals]
+        self.count += len(lengths)
+        self.bytes += sum(lengths) + lengths.count(-1)
+        self.bad_size += len(lengths) - lengths.count(self.size)
 
     def fields(self) -> dict[str, Any]:
         return {"consumed": self.count, "bytes": self.bytes, "bad_size": self.bad_size}

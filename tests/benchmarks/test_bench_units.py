@@ -290,6 +290,44 @@ def test_consume_validation() -> None:
                                                   None)[0]
 
 
+def test_consumed_counts_sizes_tombstones_and_any_iterable() -> None:
+    from benchmarks.clients.common import Consumed
+
+    seen = Consumed(3)
+    seen.add([b"abc", b"xyz"])
+    seen.add(v for v in [b"abc", b"ab", None, b""])  # a generator, a short one, a tombstone
+    seen.add([])
+    assert seen.fields() == {"consumed": 6, "bytes": 3 + 3 + 3 + 2, "bad_size": 3}
+
+
+# ShareConsumerPerformance's output (4.3.1): per-second reports, then the summary
+_EACH = " for share consumer 1"
+JAVA_SHARE_PERF = "\n".join(
+    [
+        "start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg, "
+        "fetch.time.ms",
+        "2026-11-23 14:33:41:839, 2026-11-23 14:33:47:103, 0.0001, 0.0000, 0.1900, 1, 5264" + _EACH,
+        "2026-11-23 14:33:47:103, 2026-11-23 14:33:48:104, 4.4753, 4.4707, 46879.1, 46927, 1001"
+        + _EACH,
+        "2026-11-23 14:33:41:545, 2026-11-23 14:33:49:545, 19.0735, 2.3983, 25147.7, 200000, 8000",
+    ]
+)
+
+
+def test_share_bench_reads_java_share_consumer_performance() -> None:
+    from benchmarks.share_bench import parse_java
+
+    whole, steady, first = parse_java(JAVA_SHARE_PERF, 200_000)
+    assert whole == pytest.approx(200_000 / 8.0)
+    # from the end of the first report with records (47.103) to the last record (49.545)
+    assert steady == pytest.approx(199_999 / 2.442)
+    assert first == pytest.approx(5.558)
+    with pytest.raises(RuntimeError, match="did not report 300000 records"):
+        parse_java(JAVA_SHARE_PERF, 300_000)
+    with pytest.raises(RuntimeError):
+        parse_java("Exception in thread main", 1)
+
+
 def test_consume_rates_use_the_records_after_the_first_batch() -> None:
     runs = [_run("aiokproto", CONSUME, r, 0.5, measured_records=500) for r in range(3)]
     row = report.summarize(_doc(runs, [CONSUME]))[0]
