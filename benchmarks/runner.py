@@ -375,7 +375,10 @@ def run_session(opts: RunOptions) -> dict[str, Any]:
                 "record; that first batch is left out of the count (client start-up is "
                 "reported as startup_s in the JSON)",
                 "latency": "from the intended send time of a fixed-rate schedule to the "
-                "consumer in the same process receiving it",
+                "consumer in the same process receiving it; blocking clients wait for a "
+                "send time with time.sleep, asyncio clients sleep until 1.5 ms before it "
+                "and then yield to the loop until it comes (an asyncio timer alone wakes "
+                "up to 1 ms late)",
             },
             "client_notes": {name: ADAPTERS[name].note for name in opts.clients},
             "unavailable": session.unavailable,

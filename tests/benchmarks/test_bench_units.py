@@ -501,3 +501,29 @@ def test_peak_rss_is_this_process_image_only() -> None:
     mine = peak_rss_kb()
     assert mine is not None and mine > 1000
     assert peak_rss_kb(2**22 + 12345) is None  # no such pid
+
+
+async def test_async_pacing_never_sends_early_and_lets_other_tasks_run() -> None:
+    import asyncio
+    import time
+
+    from benchmarks.clients.common import Schedule
+
+    schedule = Schedule(rate=2_000)
+    schedule.begin()
+    ticks = 0
+
+    async def other() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other())
+    try:
+        for i in range(20):
+            await schedule.pace(i)
+            assert time.perf_counter_ns() >= schedule.due(i)
+    finally:
+        task.cancel()
+    assert ticks > 20  # the loop kept running other tasks while pacing
