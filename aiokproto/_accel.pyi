@@ -33,4 +33,10 @@ def append_records(
     limit: int,
     /,
 ) -> int: ...
+def arrow_columns(
+    records: list[Any] | tuple[Any, ...],
+    cls: type[tuple[Any, ...]],
+    include_headers: bool,
+    /,
+) -> tuple[Any, ...]: ...
 def murmur2(data: bytes | bytearray | memoryview, /) -> int: ...

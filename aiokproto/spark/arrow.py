@@ -12,6 +12,12 @@ from typing import Any, Protocol
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from aiokproto.accel import native as _native
+from aiokproto.consumer.record import ConsumerRecord
+
+# None without the compiled module (or with one built before it had this function)
+_arrow_columns: Any = getattr(_native, "arrow_columns", None)
+
 HEADER_TYPE = pa.list_(
     pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 )
@@ -26,6 +32,9 @@ _BASE_FIELDS = [
     pa.field("timestampType", pa.int32()),
 ]
 SCHEMA = pa.schema(_BASE_FIELDS)
+_BINARY, _STRING, _INT32, _INT64 = pa.binary(), pa.string(), pa.int32(), pa.int64()
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+_HEADER_STRUCT = HEADER_TYPE.value_type
 SCHEMA_WITH_HEADERS = pa.schema([*_BASE_FIELDS, pa.field("headers", HEADER_TYPE)])
 
 # The same schema as Spark DDL, for DataSource.schema().
@@ -56,7 +65,66 @@ class RecordLike(Protocol):
 def to_record_batch(
     topic: str, partition: int, records: Sequence[RecordLike], include_headers: bool
 ) -> pa.RecordBatch:
-    """One partition's records as a batch (topic and partition are the same for all)."""
+    """One partition's records as a batch (topic and partition are the same for all).
+
+    A list of ``ConsumerRecord`` goes through the compiled builder when aiokproto._accel
+    is loaded: it writes the Arrow buffers in one pass instead of a Python list per
+    column. Anything else, or fields it does not take (it raises rather than guess),
+    goes to ``to_record_batch_python``, so the result is always the reference's.
+    """
+    if _arrow_columns is not None and type(records) is list:
+        try:
+            cols = _arrow_columns(records, ConsumerRecord, include_headers)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        else:
+            return _from_buffers(topic, partition, len(records), cols, include_headers)
+    return to_record_batch_python(topic, partition, records, include_headers)
+
+
+def _binary(type_: Any, n: int, col: tuple[bytes | None, bytes, bytes, int]) -> Any:
+    validity, offsets, data, nulls = col
+    bufs = [None if validity is None else pa.py_buffer(validity)]
+    return pa.Array.from_buffers(
+        type_, n, [*bufs, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+    )
+
+
+def _from_buffers(
+    topic: str, partition: int, n: int, cols: tuple[Any, ...], include_headers: bool
+) -> pa.RecordBatch:
+    """The batch of ``_native.arrow_columns``' buffers (wrapped, not copied)."""
+    key, value, offsets, timestamps, types = cols[:5]
+    buf = pa.py_buffer
+    columns: list[Any] = [
+        _binary(_BINARY, n, key),
+        _binary(_BINARY, n, value),
+        pa.repeat(pa.scalar(topic, _STRING), n),
+        pa.repeat(pa.scalar(partition, _INT32), n),
+        pa.Array.from_buffers(_INT64, n, [None, buf(offsets)], null_count=0),
+        pa.Array.from_buffers(_TIMESTAMP, n, [None, buf(timestamps)], null_count=0),
+        pa.Array.from_buffers(_INT32, n, [None, buf(types)], null_count=0),
+    ]
+    if not include_headers:
+        return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+    lists, hkeys, hvalues, count = cols[5]
+    pairs = pa.Array.from_buffers(
+        _HEADER_STRUCT,
+        count,
+        [None],
+        null_count=0,
+        children=[_binary(_STRING, count, hkeys), _binary(_BINARY, count, hvalues)],
+    )
+    columns.append(
+        pa.Array.from_buffers(HEADER_TYPE, n, [None, buf(lists)], null_count=0, children=[pairs])
+    )
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA_WITH_HEADERS)
+
+
+def to_record_batch_python(
+    topic: str, partition: int, records: Sequence[RecordLike], include_headers: bool
+) -> pa.RecordBatch:
+    """``to_record_batch`` in Python: the reference, and what runs without _accel."""
     n = len(records)
     columns: list[Any] = [
         pa.array([r.key for r in records], pa.binary()),
