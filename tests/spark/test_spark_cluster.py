@@ -13,6 +13,8 @@ Opt in: ``make test-spark-cluster`` (``pytest -m spark_cluster``) or
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import sys
@@ -355,3 +357,425 @@ def test_cluster_executor_lost_mid_job_exactly_once_read_committed(
     assert len(executor_dirs) >= 3, executor_dirs
     # the worker starts a replacement executor; later jobs get two again
     _wait_for_executors(spark, 2, timeout_s=120)
+
+
+# -- faults and odd logs: broker restart, compaction, transactions, deleted records ------
+
+Row3 = tuple[int, int, bytes]  # (partition, offset, value)
+
+
+def _rows(df: Any) -> list[Row3]:
+    return [(r.partition, r.offset, bytes(r.value)) for r in df.collect()]
+
+
+class _Batches:
+    """A foreachBatch sink that keeps each micro-batch's rows on the driver (foreachBatch
+    runs there), by batch id: a re-run batch replaces its rows instead of adding them."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, list[Row3]] = {}
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        self.by_id[batch_id] = _rows(batch_df.select("partition", "offset", "value"))
+
+    @property
+    def rows(self) -> list[Row3]:
+        # a snapshot: the query's thread may add a batch meanwhile
+        return [row for rows in list(self.by_id.values()) for row in rows]
+
+
+def _start_stream(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    sink: _Batches,
+    checkpoint: Path,
+    *,
+    available_now: bool = True,
+    **options: str,
+) -> Any:
+    reader = (
+        spark.readStream.format("aiokproto")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    writer = (
+        reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime="500 milliseconds")
+    return writer.start()
+
+
+def _finish(query: Any, timeout_s: float = 120) -> None:
+    """Wait for an AvailableNow query; raises what the query failed with, if anything."""
+    if not query.awaitTermination(timeout_s):
+        query.stop()
+        pytest.fail(f"the AvailableNow query did not finish within {timeout_s} s")
+    assert query.exception() is None
+
+
+def _log(bootstrap: str, topic: str, isolation_level: str = "read_uncommitted") -> list[Row3]:
+    """Every record of ``topic`` as an independent consumer reads it, up to the end offsets
+    (the last stable offsets under read_committed) when called."""
+
+    async def go() -> list[Row3]:
+        from aiokproto.consumer import Consumer
+        from aiokproto.structs import TopicPartition
+
+        out: list[Row3] = []
+        async with Consumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            auto_offset_reset="earliest",
+            isolation_level=isolation_level,
+        ) as consumer:
+            await consumer.topics()
+            parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+            consumer.assign(parts)
+            ends = await consumer.end_offsets(parts)
+            async with asyncio.timeout(60):
+                for tp in parts:
+                    while await consumer.position(tp) < ends[tp]:
+                        got = await consumer.getmany(tp, timeout_ms=500)
+                        out.extend(
+                            (r.partition, r.offset, r.value)
+                            for r in got.get(tp, [])
+                            if r.offset < ends[tp]
+                        )
+        return out
+
+    return asyncio.run(go())
+
+
+def _assert_exact(got: list[Row3], want: list[Row3]) -> None:
+    """The same rows, each once: no record missing, none twice, none extra."""
+    assert len(got) == len(set(got)), "duplicate rows"
+    missing, extra = set(want) - set(got), set(got) - set(want)
+    assert not missing and not extra, f"missing {sorted(missing)[:10]}, extra {sorted(extra)[:10]}"
+    assert len(got) == len(want)
+
+
+@pytest.fixture
+def own_kafka(kafka_version: str) -> Iterator[Any]:
+    """A single-node broker of this test only (PLAINTEXT), which the test may restart."""
+    from aiokproto.testing import LocalKafka
+    from aiokproto.testing.config import PLAINTEXT_ONLY
+    from aiokproto.testing.discovery import local_jars_possible
+
+    if not local_jars_possible(kafka_version):
+        pytest.skip("a broker of the test's own needs Java 17+ and the Kafka jars")
+    broker = LocalKafka(version=kafka_version, security=PLAINTEXT_ONLY).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _wait_for(check: Any, timeout_s: float, what: str, query: Any = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if query is not None and query.exception() is not None:
+            raise AssertionError(f"the query failed while waiting for {what}") from (
+                query.exception()
+            )
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_cluster_stream_survives_broker_restarts(
+    spark_on_cluster: Any, own_kafka: Any, topic_name: str, tmp_path: Path
+) -> None:
+    """The only broker stops (controlled shutdown) and starts again on the same ports and
+    data, twice, while a streaming query runs and a producer keeps writing: once when the
+    query has caught up (the next trigger's planning finds no broker) and once while
+    executors read a batch. The query neither fails nor skips or repeats a record."""
+    import threading
+
+    from confluent_kafka import Producer as RdProducer
+
+    spark = spark_on_cluster
+    bootstrap = own_kafka.bootstrap_servers
+    create_topic(bootstrap, topic_name, partitions=3)
+    half = 3000
+    n = 2 * half
+    errors: list[Any] = []
+
+    def feed(first: int, last: int) -> None:
+        # idempotent: the retries across an outage leave no duplicates in the log
+        producer = RdProducer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        )
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+
+        for i in range(first, last):
+            while True:
+                try:
+                    producer.produce(
+                        topic_name, value=b"r%d" % i, partition=i % 3, on_delivery=delivered
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if i % 100 == 99:
+                producer.poll(0)
+                time.sleep(0.05)  # a steady stream, about 2,000 records/s
+        deadline = time.monotonic() + 120
+        while producer.flush(1) and time.monotonic() < deadline:
+            pass
+        if len(producer):
+            errors.append(f"{len(producer)} records undelivered after 120 s")
+
+    def outage() -> None:
+        own_kafka.stop_node(1)
+        time.sleep(3)  # the outage itself: triggers and fetches find no broker
+        own_kafka.restart_node(1, timeout=90)
+
+    sink = _Batches()
+    query = _start_stream(
+        spark,
+        bootstrap,
+        topic_name,
+        sink,
+        tmp_path / "checkpoint",
+        available_now=False,
+        maxOffsetsPerTrigger="700",
+    )
+    feeders: list[threading.Thread] = []
+    try:
+        feeders.append(threading.Thread(target=feed, args=(0, half), daemon=True))
+        feeders[-1].start()
+        _wait_for(lambda: len(sink.rows) >= half, 120, f"the first {half} rows", query)
+        # caught up: the query polls for new offsets while the broker is gone, and the
+        # producer writes the second half from before the outage until after it
+        feeders.append(threading.Thread(target=feed, args=(half, n), daemon=True))
+        feeders[-1].start()
+        outage()
+        _wait_for(lambda: len(sink.rows) >= half + 700, 120, "rows after the restart", query)
+        mid_read = len(sink.rows)
+        outage()  # now while batches of the backlog are being read
+        for feeder in feeders:
+            feeder.join(150)
+            assert not feeder.is_alive(), "the producer did not finish"
+        assert not errors, errors[:5]
+        _wait_for(lambda: len(sink.rows) >= n, 120, f"all {n} rows", query)
+        assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
+    assert mid_read < n, "the query had read everything before the second outage"
+    want = _log(bootstrap, topic_name)
+    assert sorted(v for _, _, v in want) == sorted(b"r%d" % i for i in range(n))
+    _assert_exact(sink.rows, want)
+
+
+def _create_topic_with(
+    bootstrap: str, topic: str, partitions: int, configs: dict[str, str]
+) -> None:
+    async def go() -> None:
+        from aiokproto.admin import Admin, NewTopic
+
+        async with Admin(bootstrap_servers=bootstrap) as admin:
+            await admin.create_topics(
+                [NewTopic(topic, partitions, replication_factor=1, topic_configs=configs)]
+            )
+            async with asyncio.timeout(15):
+                while topic not in await admin.list_topics():  # noqa: ASYNC110 - polling
+                    await asyncio.sleep(0.05)
+
+    asyncio.run(go())
+
+
+def test_cluster_reads_compacted_topic_with_gaps(
+    spark_on_cluster: Any, bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """After the log cleaner removed overwritten records, the offsets have gaps: a batch
+    read (ranges split inside them) and a stream of small triggers (ends falling in
+    them) return exactly the surviving records."""
+    spark = spark_on_cluster
+    keys, rounds = 20, 15
+    _create_topic_with(
+        bootstrap,
+        topic_name,
+        2,
+        {
+            "cleanup.policy": "compact",
+            "segment.ms": "100",  # a segment per round: only closed segments are cleaned
+            "min.cleanable.dirty.ratio": "0.01",
+            "min.compaction.lag.ms": "0",
+        },
+    )
+    for r in range(rounds):
+        produce(
+            bootstrap, topic_name, [(b"k%d" % k, b"v%d-%d" % (k, r), k % 2) for k in range(keys)]
+        )
+        time.sleep(0.15)  # older than segment.ms: the next record rolls a new segment
+    # one more record per partition closes the last segment of overwrites
+    produce(bootstrap, topic_name, [(b"end", b"end", 0), (b"end", b"end", 1)])
+    total = keys * rounds + 2
+
+    def compacted() -> list[Row3] | None:
+        log = _log(bootstrap, topic_name)
+        # done when each key is left once: nothing more for the cleaner to remove
+        return log if len(log) == keys + 2 else None
+
+    deadline = time.monotonic() + 90
+    while not (found := compacted()):
+        assert time.monotonic() < deadline, "the log cleaner did not compact within 90 s"
+        time.sleep(0.5)
+    survivors = found
+    assert sorted(v for _, _, v in survivors) == sorted(
+        [b"v%d-%d" % (k, rounds - 1) for k in range(keys)] + [b"end", b"end"]
+    )
+    # gaps: the offsets run on to where they were (the end records are the last)
+    assert {o for p, o, v in survivors if v == b"end"} == {total // 2 - 1}
+
+    batch = (
+        spark.read.format("aiokproto")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic_name)
+        .option("minPartitions", "9")
+        .load()
+    )
+    _assert_exact(_rows(batch), survivors)
+
+    sink = _Batches()
+    limit = 40
+    query = _start_stream(
+        spark, bootstrap, topic_name, sink, tmp_path / "checkpoint", maxOffsetsPerTrigger=str(limit)
+    )
+    _finish(query)
+    _assert_exact(sink.rows, survivors)
+    ends = [
+        (int(p), o)
+        for progress in query.recentProgress
+        for p, o in json.loads(progress.sources[0].endOffset)[topic_name].items()
+    ]
+    kept = {(p, o) for p, o, _ in survivors}
+    assert len(sink.by_id) >= total // limit
+    # some trigger ended inside a gap: its last offset was compacted away
+    assert any((p, o - 1) not in kept for p, o in ends if o < total // 2)
+
+
+def test_cluster_read_committed_skips_aborted_transactions(
+    spark_on_cluster: Any, bootstrap: str, topic_name: str
+) -> None:
+    """Committed and aborted transactions interleaved over 3 partitions, the last one
+    aborted: read_committed returns exactly the committed records, read_uncommitted every
+    data record; transaction markers are never rows, and ranges split across aborted
+    records and markers end where they should."""
+    spark = spark_on_cluster
+    create_topic(bootstrap, topic_name, partitions=3)
+    outcomes = ["commit", "abort", "commit", "abort", "abort", "commit", "commit", "abort"]
+
+    async def write() -> dict[str, list[Row3]]:
+        from aiokproto import Producer
+
+        written: dict[str, list[Row3]] = {"commit": [], "abort": []}
+        async with Producer(
+            bootstrap_servers=bootstrap, transactional_id=f"{topic_name}-txn", linger_ms=5
+        ) as producer:
+            for t, outcome in enumerate(outcomes):
+                await producer.begin_transaction()
+                futures = [
+                    await producer.send(topic_name, b"t%d-%02d" % (t, i), partition=i % 3)
+                    for i in range(30 + 7 * t)
+                ]
+                await producer.flush()  # in the log either way, aborted or not
+                for f in futures:
+                    md = await f
+                    written[outcome].append((md.partition, md.offset, b""))
+                if outcome == "commit":
+                    await producer.commit_transaction()
+                else:
+                    await producer.abort_transaction()
+        return written
+
+    written = asyncio.run(write())
+    log = {(p, o): v for p, o, v in _log(bootstrap, topic_name)}
+    committed = [(p, o, log[p, o]) for p, o, _ in written["commit"]]
+    aborted = [(p, o, log[p, o]) for p, o, _ in written["abort"]]
+    assert all(v.startswith(b"t") for _, _, v in committed + aborted)
+
+    def read(isolation: str) -> list[Row3]:
+        df = (
+            spark.read.format("aiokproto")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic_name)
+            .option("kafka.isolation.level", isolation)
+            .option("minPartitions", "12")
+            .load()
+        )
+        return _rows(df)
+
+    _assert_exact(read("read_committed"), committed)
+    _assert_exact(read("read_uncommitted"), committed + aborted)
+    # an independent reader agrees (and the markers took offsets: there are gaps)
+    _assert_exact(_log(bootstrap, topic_name, "read_committed"), committed)
+    assert max(o for _, o, _ in committed + aborted) >= len(committed + aborted) // 3
+
+
+def test_cluster_stream_records_deleted_past_checkpoint(
+    spark_on_cluster: Any, bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """A streaming query read offsets 0..99 of each partition; then records up to 150
+    are deleted (past its checkpoint). With failOnDataLoss=true the next run fails naming
+    failOnDataLoss; with false, from that checkpoint or a copy of the one before the
+    failure, it reads exactly what is left, each record once."""
+    spark = spark_on_cluster
+    create_topic(bootstrap, topic_name, partitions=2)
+    produce(bootstrap, topic_name, [(None, b"a%d" % i, i % 2) for i in range(200)])
+    checkpoint = tmp_path / "checkpoint"
+    first = _Batches()
+    _finish(
+        _start_stream(spark, bootstrap, topic_name, first, checkpoint, maxOffsetsPerTrigger="60")
+    )
+    _assert_exact(first.rows, _log(bootstrap, topic_name))
+    assert len(first.rows) == 200
+
+    produce(bootstrap, topic_name, [(None, b"b%d" % i, i % 2) for i in range(200)])
+    before_delete = _log(bootstrap, topic_name)
+    pristine = tmp_path / "checkpoint-copy"
+    shutil.copytree(checkpoint, pristine)
+
+    async def delete() -> None:
+        from aiokproto.admin import Admin
+        from aiokproto.structs import TopicPartition
+
+        async with Admin(bootstrap_servers=bootstrap) as admin:
+            await admin.delete_records({TopicPartition(topic_name, p): 150 for p in (0, 1)})
+
+    asyncio.run(delete())
+    left = [row for row in before_delete if row[1] >= 150]
+    assert len(left) == 100
+
+    strict = _Batches()
+    query = _start_stream(
+        spark, bootstrap, topic_name, strict, checkpoint, maxOffsetsPerTrigger="60"
+    )
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        _finish(query)
+    assert strict.rows == []
+
+    for where in (checkpoint, pristine):
+        lenient = _Batches()
+        _finish(
+            _start_stream(
+                spark,
+                bootstrap,
+                topic_name,
+                lenient,
+                where,
+                maxOffsetsPerTrigger="60",
+                failOnDataLoss="false",
+            )
+        )
+        _assert_exact(lenient.rows, left)
