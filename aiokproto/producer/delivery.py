@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
+from functools import partial
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aiokproto.errors import KafkaError
@@ -257,24 +259,48 @@ class BatchDelivery:
             future.result()  # raises the batch's delivery error
 
     def _metadata(self) -> list[RecordMetadata]:
+        # Built with map/zip over each segment's slice, not a constructor call per
+        # record (about 15% of the time; the tuples themselves cost the rest).
         out: list[RecordMetadata] = []
         keys, values, ts = self._keys, self._values, self._timestamp
         for batch, start, first_delta, count in self._segments:
-            result = batch.future.result()  # raises the batch's error
-            for i in range(count):
-                key = None if keys is None else keys[start + i]
-                value = values[start + i]
-                out.append(
-                    record_metadata(
-                        batch,
-                        result,
-                        first_delta + i,
-                        ts,
-                        -1 if key is None else len(key),
-                        -1 if value is None else len(value),
-                    )
+            base, append_time, log_start = batch.future.result()  # raises the batch's error
+            stop = start + count
+            if append_time >= 0:
+                when, kind = append_time, LOG_APPEND_TIME
+            else:
+                when, kind = ts, CREATE_TIME
+            first = base + first_delta
+            offsets: Iterable[int] = range(first, first + count) if base >= 0 else repeat(-1)
+            key_sizes = repeat(-1) if keys is None else _sizes(keys[start:stop])
+            out.extend(
+                map(
+                    _new_metadata,
+                    zip(
+                        repeat(batch.topic, count),
+                        repeat(batch.partition),
+                        offsets,
+                        repeat(when),
+                        key_sizes,
+                        _sizes(values[start:stop]),
+                        repeat(kind),
+                        repeat(log_start),
+                    ),
                 )
+            )
         return out
+
+
+def _sizes(items: Sequence[bytes | None]) -> list[int]:
+    """Serialized sizes, -1 for None."""
+    try:
+        return list(map(len, items))  # type: ignore[arg-type]
+    except TypeError:  # a None among them
+        return [-1 if item is None else len(item) for item in items]
+
+
+# RecordMetadata from a ready tuple of its fields, without the Python-level __new__
+_new_metadata: Callable[[tuple[Any, ...]], RecordMetadata] = partial(tuple.__new__, RecordMetadata)
 
 
 def first_delivered(handles: Sequence[DeliveryFuture]) -> asyncio.Future[RecordMetadata]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import random
 import struct
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Final
 
 from aiokproto.accel import native as _native
@@ -97,6 +99,29 @@ class StickyPartitioner:
             current = self._switch(all_partitions, available)
         self.left -= size
         return current
+
+    def runs(
+        self, sizes: Sequence[int], all_partitions: Sequence[int], available: Sequence[int]
+    ) -> list[tuple[int, int, int]]:
+        """``(partition, start, stop)`` runs of what ``partition(size)`` called for each
+        of ``sizes`` (all positive) in turn would return, with the same state after.
+        One call and one bisection per run instead of a call per record."""
+        out: list[tuple[int, int, int]] = []
+        n = len(sizes)
+        prefix = [0, *accumulate(sizes)]  # prefix[k]: the bytes of sizes[:k]
+        i = 0
+        while i < n:
+            part = self.partition(sizes[i], all_partitions, available)
+            # record j > i still goes here iff the budget left before it is positive:
+            # left - (prefix[j] - prefix[i + 1]) > 0
+            stop = min(bisect_left(prefix, self.left + prefix[i + 1], i + 1), n)
+            self.left -= prefix[stop] - prefix[i + 1]
+            if out and out[-1][0] == part:  # one partition only: it never changes
+                out[-1] = (part, out[-1][1], stop)
+            else:
+                out.append((part, i, stop))
+            i = stop
+        return out
 
     def _switch(self, all_partitions: Sequence[int], available: Sequence[int]) -> int:
         pool = available or all_partitions

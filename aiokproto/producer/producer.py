@@ -688,6 +688,13 @@ class Producer:
             if n:
                 queues.append(pq)
                 runs.append((0, n))
+        elif key_list is None and self._partitioner is None:
+            # the sticky choices a send() per record would make, a run at a time
+            for part, start, stop in ts.sticky.runs(charges, ts.partitions, ts.available):
+                queues.append(ts.queues[part])
+                runs.append((start, stop))
+            if queues:
+                ts.sticky_queue = queues[-1]  # send() goes on where this call ended
         else:
             last = -1
             for i in range(n):

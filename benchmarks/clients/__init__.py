@@ -34,7 +34,9 @@ ADAPTERS: dict[str, Adapter] = {
             "aiokproto-batch",
             "benchmarks.clients.aiokproto_batch",
             kinds=("produce",),
-            note="aiokproto's bulk path: Producer.send_batch with 1000 records per call",
+            note="aiokproto's bulk path: Producer.send_batch with 1000 records per call; each "
+            "call's delivery awaited with wait() (all delivered or its error, no "
+            "RecordMetadata per record), as a bulk writer does",
         ),
         Adapter(
             "aiokproto-uvloop",

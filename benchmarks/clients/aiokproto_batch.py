@@ -32,11 +32,13 @@ async def _produce(job: Job, meter: MeterLike) -> dict[str, Any]:
         await p.flush()
         for handle, chunk in zip(handles, chunks, strict=True):
             try:
-                metas = await handle
+                # all of the call delivered, or its first error: what a bulk writer
+                # needs (awaiting the handle would also make a RecordMetadata per record)
+                await handle.wait()
             except Exception as exc:
                 delivery.error(exc, count=len(chunk))
                 continue
-            delivery.acked += len(metas)
+            delivery.acked += len(chunk)
         meter.stop()
     return delivery.fields()
 

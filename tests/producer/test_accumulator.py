@@ -463,3 +463,55 @@ async def test_a_held_back_batch_is_counted_in_the_metrics_once() -> None:
     snapshot = metrics.registry.snapshot()
     assert snapshot.value("record-send-total", "producer-metrics") == 1
     assert snapshot.value("record-retry-total", "producer-metrics") == 1
+
+
+class _DoneBatch:
+    """What BatchDelivery reads of a batch: topic, partition and a resolved future."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, partition: int, result: Any) -> None:
+        self.topic, self.partition = "t", partition
+        self.future = loop.create_future()
+        self.future.set_result(result)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=1, max_size=30),
+    keyed=st.booleans(),
+    base=st.sampled_from([-1, 0, 1_000]),
+    append_time=st.sampled_from([-1, 1_700_000_000_000]),
+    cut=st.integers(0, 30),
+)
+def test_batch_delivery_metadata_equals_one_record_metadata_per_record(
+    sizes: list[int | None], keyed: bool, base: int, append_time: int, cut: int
+) -> None:
+    # the bulk construction in BatchDelivery._metadata against the per-record function
+    from aiokproto.producer.delivery import BatchDelivery, RecordMetadata, Segment, record_metadata
+
+    values = [None if n is None else b"v" * n for n in sizes]
+    keys = list(reversed(values)) if keyed else None
+    result = BatchResult(base, append_time, 5)
+    loop = asyncio.new_event_loop()
+    try:
+        cut = min(cut, len(values))
+        segments = [
+            Segment(_DoneBatch(loop, 0, result), 0, 7, cut),  # type: ignore[arg-type]
+            Segment(_DoneBatch(loop, 1, result), cut, 0, len(values) - cut),  # type: ignore[arg-type]
+        ]
+        got = BatchDelivery(segments, keys, values, 42)._metadata()
+    finally:
+        loop.close()
+    expected = [
+        record_metadata(
+            seg.batch,
+            result,
+            seg.first_delta + i,
+            42,
+            -1 if keys is None or keys[seg.start + i] is None else len(keys[seg.start + i] or b""),
+            -1 if values[seg.start + i] is None else len(values[seg.start + i] or b""),
+        )
+        for seg in segments
+        for i in range(seg.length)
+    ]
+    assert got == expected
+    assert type(got) is list and all(type(m) is RecordMetadata for m in got)

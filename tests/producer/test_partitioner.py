@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from itertools import pairwise
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiokproto.producer.partitioner import StickyPartitioner, murmur2, partition_for_key
@@ -114,3 +115,28 @@ def test_sticky_is_uniform_over_time() -> None:
     parts = tuple(range(5))
     counts = Counter(sticky.partition(10, parts, parts) for _ in range(50_000))
     assert min(counts.values()) > 8000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 400), max_size=60),
+    batch_size=st.integers(1, 1_000),
+    partitions=st.integers(1, 4),
+    left=st.integers(-5, 500),
+    seed=st.integers(0, 2**16),
+)
+def test_sticky_runs_are_the_per_record_choices(
+    sizes: list[int], batch_size: int, partitions: int, left: int, seed: int
+) -> None:
+    everything = list(range(partitions))
+    one = StickyPartitioner(batch_size, random.Random(seed))
+    many = StickyPartitioner(batch_size, random.Random(seed))
+    for sticky in (one, many):  # mid-budget on partition 0, as after earlier sends
+        sticky.partition(1, everything, everything)
+        sticky.left = left
+    expected = [one.partition(size, everything, everything) for size in sizes]
+    runs = many.runs(sizes, everything, everything)
+    assert [part for part, start, stop in runs for _ in range(start, stop)] == expected
+    assert [start for _, start, _ in runs] == sorted({start for _, start, _ in runs})
+    assert all(a[0] != b[0] for a, b in pairwise(runs))  # merged
+    assert (many.left, many.current) == (one.left, one.current)
