@@ -14,6 +14,7 @@ Opt in: ``make test-spark-cluster`` (``pytest -m spark_cluster``) or
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import shutil
@@ -779,3 +780,99 @@ def test_cluster_stream_records_deleted_past_checkpoint(
             )
         )
         _assert_exact(lenient.rows, left)
+
+
+# -- big input (opt in: make test-spark-big) ----------------------------------------------
+
+BIG_ROWS_ENV = "AIOKPROTO_SPARK_BIG_ROWS"
+
+
+def test_cluster_big_input_stream_in_bounded_triggers(
+    spark_on_cluster: Any, own_kafka: Any, topic_name: str, tmp_path: Path
+) -> None:
+    """N records of 100 B over 12 partitions read by a stream of maxOffsetsPerTrigger
+    micro-batches: each batch at most the limit, every offset read exactly once, and
+    the executors' Python workers stay under a memory bound however big N is.
+
+    Opt in with ``make test-spark-big`` (``AIOKPROTO_SPARK_BIG_ROWS=N``, 20,000,000 there;
+    ``AIOKPROTO_SPARK_BIG_LIMIT`` the trigger limit, ``AIOKPROTO_SPARK_BIG_RSS_MB`` the
+    bound on one Python worker's peak RSS)."""
+    if not os.environ.get(BIG_ROWS_ENV):
+        pytest.skip(f"the big-input test runs with {BIG_ROWS_ENV}=N (make test-spark-big)")
+    from pyspark.sql import functions as F
+
+    from benchmarks.spark_bench import VALUE_SIZE, fill_topic
+    from benchmarks.spark_cluster_bench import MemorySampler
+
+    spark = spark_on_cluster
+    n = int(os.environ[BIG_ROWS_ENV])
+    # an empty value (make passes every knob) means the default
+    limit = int(os.environ.get("AIOKPROTO_SPARK_BIG_LIMIT") or max(1000, n // 10))
+    rss_bound_mb = float(os.environ.get("AIOKPROTO_SPARK_BIG_RSS_MB") or 300)
+    partitions = 12
+    bootstrap = own_kafka.bootstrap_servers
+    began = time.monotonic()
+    asyncio.run(fill_topic(bootstrap, topic_name, n, partitions))
+    filled_s = time.monotonic() - began
+
+    # per micro-batch and partition: rows, distinct offsets, first and last offset, bytes
+    per_batch: dict[int, list[tuple[int, int, int, int, int, int]]] = {}
+
+    def count(batch_df: Any, batch_id: int) -> None:
+        stats = (
+            batch_df.groupBy("partition")
+            .agg(
+                F.count("*").alias("rows"),
+                F.count_distinct("offset").alias("distinct"),
+                F.min("offset").alias("first"),
+                F.max("offset").alias("last"),
+                F.sum(F.length("value")).alias("bytes"),
+            )
+            .collect()
+        )
+        per_batch[batch_id] = [
+            (s.partition, s.rows, s.distinct, s.first, s.last, s.bytes) for s in stats
+        ]
+
+    query = (
+        spark.readStream.format("aiokproto")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic_name)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(limit))
+        .load()
+        .writeStream.foreachBatch(count)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+    )
+    began = time.monotonic()
+    with MemorySampler(spark.sparkContext.applicationId) as memory:
+        _finish(query.start(), timeout_s=max(300.0, n / 20_000))
+    read_s = time.monotonic() - began
+
+    batch_rows = [sum(s[1] for s in stats) for _, stats in sorted(per_batch.items())]
+    peak_mb = memory.python_rss_kb / 1024
+    print(
+        f"\n{n:,} records: filled in {filled_s:.1f} s, read in {read_s:.1f} s "
+        f"({n / read_s:,.0f} rows/s) in {len(batch_rows)} micro-batches of <= {limit:,}; "
+        f"Python worker RSS peak {peak_mb:.0f} MB (per executor "
+        f"{memory.python_sum_kb / 1024:.0f} MB), {memory.samples} samples"
+    )
+    assert sum(batch_rows) == n
+    assert max(batch_rows) <= limit
+    assert len(batch_rows) >= -(-n // limit)
+    # within each batch each partition's offsets are one run read once; the runs of the
+    # batches tile the partition from 0 to its end
+    runs: dict[int, list[tuple[int, int]]] = {}
+    for stats in per_batch.values():
+        for partition, rows, distinct, first, last, size in stats:
+            assert rows == distinct == last - first + 1, (partition, rows, distinct, first, last)
+            assert size == rows * VALUE_SIZE
+            runs.setdefault(partition, []).append((first, last))
+    assert sorted(runs) == list(range(partitions))
+    for partition, spans in runs.items():
+        spans.sort()
+        assert spans[0][0] == 0, partition
+        assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans)), spans
+    assert memory.samples > 0
+    assert peak_mb < rss_bound_mb, f"a Python worker peaked at {peak_mb:.0f} MB"
