@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from operator import add
 from time import time as _time
 from typing import Any, Final, NoReturn, Self, overload
 
@@ -64,6 +65,8 @@ log = logging.getLogger(__name__)
 
 #: send_batch gives the event loop a turn after buffering this many bytes
 _YIELD_BYTES = 256 * 1024
+_NONE_TYPE: Final = type(None)
+_BYTES_OR_NONE: Final = frozenset((bytes, _NONE_TYPE))
 
 # Topic errors that waiting will not fix.
 _FATAL_TOPIC_ERRORS = frozenset({InvalidTopicError.errno, TopicAuthorizationFailedError.errno})
@@ -129,6 +132,22 @@ def _header_charge(headers: Sequence[Header]) -> int:
             f"headers must be a list of (str, bytes | None) pairs, not {headers!r}"
         ) from None
     return size
+
+
+def _bytes_list(items: list[Any], what: str) -> tuple[list[Any], bool]:
+    """``items`` with every one that is not None as bytes (or raise), and whether any is
+    None. A list of only bytes (the usual case) is checked at C speed and kept as is."""
+    kinds = set(map(type, items))
+    if not kinds <= _BYTES_OR_NONE:
+        items = [v if v is None or v.__class__ is bytes else _as_bytes(v, what) for v in items]
+    return items, _NONE_TYPE in kinds
+
+
+def _charges(items: list[Any], has_none: bool, base: int) -> list[int]:
+    """``base`` plus each item's length (0 for None)."""
+    if has_none:
+        return [base + (0 if v is None else len(v)) for v in items]
+    return list(map(base.__add__, map(len, items)))
 
 
 def _as_bytes(data: Any, what: str) -> bytes | bytearray:
@@ -638,8 +657,9 @@ class Producer:
         if self._value_serializer is not None:
             ser = self._value_serializer
             vals = [None if v is None else _serialize(ser, v, "value") for v in vals]
-        vals = [v if v is None or v.__class__ is bytes else _as_bytes(v, "value") for v in vals]
+        vals, null_values = _bytes_list(vals, "value")
         key_list: list[Any] | None = None
+        null_keys = False
         if keys is not None:
             try:
                 key_list = list(keys)
@@ -654,20 +674,16 @@ class Producer:
             if self._key_serializer is not None:
                 kser = self._key_serializer
                 key_list = [None if k is None else _serialize(kser, k, "key") for k in key_list]
-            key_list = [
-                k if k is None or k.__class__ is bytes else _as_bytes(k, "key") for k in key_list
-            ]
+            key_list, null_keys = _bytes_list(key_list, "key")
         extra = 0
         if headers:
             if not isinstance(headers, (list, tuple)):
                 headers = _listed_headers(headers)
             extra = _header_charge(headers)
         timestamp = _check_timestamp(timestamp_ms)
-        charges = [RECORD_CHARGE + extra + (0 if v is None else len(v)) for v in vals]
+        charges = _charges(vals, null_values, RECORD_CHARGE + extra)
         if key_list is not None:
-            charges = [
-                c + (0 if k is None else len(k)) for c, k in zip(charges, key_list, strict=True)
-            ]
+            charges = list(map(add, charges, _charges(key_list, null_keys, 0)))
         biggest = max(charges, default=0)
         if biggest > self._max_charge:
             raise self._too_large(topic, biggest)

@@ -116,3 +116,34 @@ def test_decide(code: int, idempotent: bool, first: bool, hint: bool, action: Ac
         decide(code, idempotent=idempotent, first_unresolved=first, leader_hint_applied=hint)
         is action
     )
+
+
+@pytest.mark.parametrize(
+    ("items", "nulls"),
+    [
+        ([b"a", b"bb", b""], False),
+        ([b"a", None, b"ccc"], True),
+        ([bytearray(b"ab"), memoryview(b"cd"), None], True),
+        ([], False),
+    ],
+)
+def test_send_batch_bytes_and_charges_match_the_per_record_rule(
+    items: list[Any], nulls: bool
+) -> None:
+    from aiokproto.producer.producer import _bytes_list, _charges
+
+    got, has_none = _bytes_list(list(items), "value")
+    assert has_none is nulls
+    assert all(v is None or isinstance(v, (bytes, bytearray)) for v in got)
+    assert [None if v is None else bytes(v) for v in got] == [
+        None if v is None else bytes(v) for v in items
+    ]
+    assert _charges(got, has_none, 70) == [70 + (0 if v is None else len(v)) for v in got]
+
+
+@pytest.mark.parametrize("bad", ["text", 7, [b"x"], True])
+def test_send_batch_refuses_what_is_not_bytes(bad: Any) -> None:
+    from aiokproto.producer.producer import SerializationError, _bytes_list
+
+    with pytest.raises(SerializationError, match="key"):
+        _bytes_list([b"ok", bad, None], "key")
