@@ -667,12 +667,12 @@ def test_cluster_reads_compacted_topic_with_gaps(
 
 
 def test_cluster_read_committed_skips_aborted_transactions(
-    spark_on_cluster: Any, bootstrap: str, topic_name: str
+    spark_on_cluster: Any, bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
     """Committed and aborted transactions interleaved over 3 partitions, the last one
-    aborted: read_committed returns exactly the committed records, read_uncommitted every
-    data record; transaction markers are never rows, and ranges split across aborted
-    records and markers end where they should."""
+    aborted: read_committed returns exactly the committed records (batch, and a stream of
+    small triggers), read_uncommitted every data record; transaction markers are never
+    rows, and ranges split across aborted records and markers end where they should."""
     spark = spark_on_cluster
     create_topic(bootstrap, topic_name, partitions=3)
     outcomes = ["commit", "abort", "commit", "abort", "abort", "commit", "commit", "abort"]
@@ -719,6 +719,20 @@ def test_cluster_read_committed_skips_aborted_transactions(
 
     _assert_exact(read("read_committed"), committed)
     _assert_exact(read("read_uncommitted"), committed + aborted)
+    # a stream of small triggers: many start and end inside aborted runs or at markers
+    sink = _Batches()
+    query = _start_stream(
+        spark,
+        bootstrap,
+        topic_name,
+        sink,
+        tmp_path / "checkpoint",
+        maxOffsetsPerTrigger="100",
+        **{"kafka.isolation.level": "read_committed"},
+    )
+    _finish(query)
+    _assert_exact(sink.rows, committed)
+    assert len(sink.by_id) >= 5
     # an independent reader agrees (and the markers took offsets: there are gaps)
     _assert_exact(_log(bootstrap, topic_name, "read_committed"), committed)
     assert max(o for _, o, _ in committed + aborted) >= len(committed + aborted) // 3
@@ -787,8 +801,16 @@ def test_cluster_stream_records_deleted_past_checkpoint(
 BIG_ROWS_ENV = "AIOKPROTO_SPARK_BIG_ROWS"
 
 
+@pytest.fixture(scope="session")
+def big_rows() -> int:
+    # a session fixture listed first: the skip comes before the cluster or a broker starts
+    if not os.environ.get(BIG_ROWS_ENV):
+        pytest.skip(f"the big-input test runs with {BIG_ROWS_ENV}=N (make test-spark-big)")
+    return int(os.environ[BIG_ROWS_ENV])
+
+
 def test_cluster_big_input_stream_in_bounded_triggers(
-    spark_on_cluster: Any, own_kafka: Any, topic_name: str, tmp_path: Path
+    big_rows: int, spark_on_cluster: Any, own_kafka: Any, topic_name: str, tmp_path: Path
 ) -> None:
     """N records of 100 B over 12 partitions read by a stream of maxOffsetsPerTrigger
     micro-batches: each batch at most the limit, every offset read exactly once, and
@@ -797,15 +819,13 @@ def test_cluster_big_input_stream_in_bounded_triggers(
     Opt in with ``make test-spark-big`` (``AIOKPROTO_SPARK_BIG_ROWS=N``, 20,000,000 there;
     ``AIOKPROTO_SPARK_BIG_LIMIT`` the trigger limit, ``AIOKPROTO_SPARK_BIG_RSS_MB`` the
     bound on one Python worker's peak RSS)."""
-    if not os.environ.get(BIG_ROWS_ENV):
-        pytest.skip(f"the big-input test runs with {BIG_ROWS_ENV}=N (make test-spark-big)")
     from pyspark.sql import functions as F
 
     from benchmarks.spark_bench import VALUE_SIZE, fill_topic
     from benchmarks.spark_cluster_bench import MemorySampler
 
     spark = spark_on_cluster
-    n = int(os.environ[BIG_ROWS_ENV])
+    n = big_rows
     # an empty value (make passes every knob) means the default
     limit = int(os.environ.get("AIOKPROTO_SPARK_BIG_LIMIT") or max(1000, n // 10))
     rss_bound_mb = float(os.environ.get("AIOKPROTO_SPARK_BIG_RSS_MB") or 300)
