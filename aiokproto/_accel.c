@@ -285,13 +285,15 @@ decode_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
      * collector's lists when prefix and suffix hold no container either. The
      * collector untracks such plain tuples itself on its first pass, but never tuple
      * subclasses: without this every record was walked by each collection while it
-     * lived (a third of the Spark source's CPU per row). */
+     * lived (a third of the Spark source's CPU per row). Any object the collector
+     * knows counts as a container, tracked or not: an empty dict is untracked until a
+     * container is put in it, and an untracked record in its cycle would never be freed. */
     int untrack = 1;
     for (Py_ssize_t j = 0; j < np; j++)
-        if (PyObject_GC_IsTracked(PyTuple_GET_ITEM(prefix, j)))
+        if (PyObject_IS_GC(PyTuple_GET_ITEM(prefix, j)))
             untrack = 0;
     for (Py_ssize_t j = 0; j < ns; j++)
-        if (PyObject_GC_IsTracked(PyTuple_GET_ITEM(suffix, j)))
+        if (PyObject_IS_GC(PyTuple_GET_ITEM(suffix, j)))
             untrack = 0;
 
     const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(bufobj);
@@ -808,12 +810,13 @@ binary_col_copy(binary_col *c, Py_ssize_t i, PyObject *obj, int str)
     memcpy(PyBytes_AS_STRING(c->data) + offs[i], src, n);
 }
 
-/* an int field as int64 (bool refused, as pyarrow does; no __index__: no Python code
- * may run while the records are read) */
+/* an int field as int64 (exactly int: bool is refused, as pyarrow does, and a subclass
+ * may compute timestamp * 1000 its own way in the reference; no __index__: no Python
+ * code may run while the records are read) */
 static int
 int_field(PyObject *o, Py_ssize_t i, const char *what, long long *out)
 {
-    if (!PyLong_Check(o) || PyBool_Check(o)) {
+    if (!PyLong_CheckExact(o)) {
         PyErr_Format(PyExc_TypeError, "record %zd: %s must be an int, not %.100s", i, what,
                      Py_TYPE(o)->tp_name);
         return -1;
@@ -914,7 +917,9 @@ arrow_columns(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs
             goto done;
         if (headers) {
             PyObject *h = PyTuple_GET_ITEM(r, F_HEADERS);
-            if (!PyTuple_Check(h)) {
+            /* exact tuples: the reference iterates headers and pairs, which a subclass's
+             * __iter__ could answer differently */
+            if (!PyTuple_CheckExact(h)) {
                 PyErr_Format(PyExc_TypeError, "record %zd: headers must be a tuple, not "
                              "%.100s", i, Py_TYPE(h)->tp_name);
                 goto done;
@@ -922,7 +927,7 @@ arrow_columns(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs
             Py_ssize_t hn = PyTuple_GET_SIZE(h);
             for (Py_ssize_t j = 0; j < hn; j++) {
                 PyObject *pair = PyTuple_GET_ITEM(h, j);
-                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
                     PyErr_Format(PyExc_TypeError, "record %zd: a header must be a (key, "
                                  "value) tuple", i);
                     goto done;

@@ -72,7 +72,8 @@ def to_record_batch(
     column. Anything else, or fields it does not take (it raises rather than guess),
     goes to ``to_record_batch_python``, so the result is always the reference's.
     """
-    if _arrow_columns is not None and type(records) is list:
+    # not an empty list: the reference never looks at topic and partition then
+    if _arrow_columns is not None and type(records) is list and records:
         try:
             cols = _arrow_columns(records, ConsumerRecord, include_headers)
         except (TypeError, ValueError, OverflowError):

@@ -8,6 +8,7 @@ import gc
 import os
 import subprocess
 import sys
+import weakref
 from typing import Any
 
 import pytest
@@ -213,6 +214,30 @@ def test_decoded_records_are_not_tracked_by_the_cyclic_gc() -> None:
     assert got == want
     held = native.decode_records(buf, 20, 0, 1_000, ConsumerRecord, ("t", [3]), (7,))
     assert all(gc.is_tracked(r) for r in held)
+
+
+def test_records_holding_an_untracked_dict_stay_tracked() -> None:
+    """An empty dict is off the collector's lists until a container goes in it, so
+    "not tracked" does not mean "no container": records holding one were untracked, and
+    the cycle made through the dict afterwards was never freed (review: a leak)."""
+    b = RecordBatchBuilder()
+    b.append(1_000, b"k", b"v", [("h", b"x")])
+    buf = bytes(b.build())[HEADER_SIZE:]
+    box: dict[str, Any] = {}
+    assert not gc.is_tracked(box)
+    recs = native.decode_records(buf, 1, 0, 1_000, ConsumerRecord, ("t", box), (7,))
+    assert all(gc.is_tracked(r) for r in recs)
+    canary = _Canary()
+    box["cycle"] = recs  # box -> recs -> record -> box
+    box["canary"] = canary
+    gone = weakref.ref(canary)
+    del recs, box, canary
+    gc.collect()
+    assert gone() is None
+
+
+class _Canary:
+    pass
 
 
 class _WithDict(tuple):  # type: ignore[type-arg]

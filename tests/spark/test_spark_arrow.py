@@ -190,6 +190,16 @@ def _rec(**fields: Any) -> ConsumerRecord:
     return RECORDS[0]._replace(**fields)
 
 
+class _OwnMul(int):
+    def __mul__(self, other: object) -> int:
+        return 7
+
+
+class _OwnIter(tuple):  # type: ignore[type-arg]
+    def __iter__(self) -> Any:
+        return iter((("other", b"2"),) if len(self) != 2 else ("other", b"2"))
+
+
 # Each is refused by the compiled builder (TypeError), the header ones only when headers
 # are asked for; to_record_batch then gives what the Python builder gives, a batch or
 # the same error.
@@ -211,6 +221,12 @@ REFUSED = [
     pytest.param([_R._replace(headers=((None, b"1"),))], True, id="header key None"),
     pytest.param([_R._replace(headers=(("h", 1),))], True, id="header value int"),
     pytest.param([_R._replace(headers=(("\ud800", b"1"),))], True, id="header key surrogate"),
+    # subclasses the reference would ask for their own answers (review: the compiled
+    # batch held timestamp * 1000 and the tuples' items instead)
+    pytest.param([_R._replace(timestamp=_OwnMul(5))], False, id="int subclass timestamp"),
+    pytest.param([_R._replace(offset=_OwnMul(5))], False, id="int subclass offset"),
+    pytest.param([_R._replace(headers=_OwnIter((("h", b"1"),)))], True, id="headers subclass"),
+    pytest.param([_R._replace(headers=(_OwnIter(("h", b"1")),))], True, id="header subclass"),
 ]
 
 
@@ -226,6 +242,18 @@ def test_bad_records_are_refused_and_the_python_builder_decides(
         got = _outcome(arrow.to_record_batch, recs, include_headers)
         want = _outcome(arrow.to_record_batch_python, recs, include_headers)
         assert got == want if isinstance(want, type) else got.equals(want)
+
+
+@needs_native
+@pytest.mark.parametrize("topic, partition", [("t", 2**40), ("\ud800", 3), (5, 3)])
+def test_no_record_gives_the_python_outcome_whatever_topic_and_partition(
+    topic: Any, partition: Any
+) -> None:
+    """The reference builds no topic or partition value for no record (review: the
+    compiled path's pa.scalar raised for these)."""
+    for include_headers in (False, True):
+        want = arrow.to_record_batch_python(topic, partition, [], include_headers)
+        assert arrow.to_record_batch(topic, partition, [], include_headers).equals(want)
 
 
 @pytest.mark.parametrize(
