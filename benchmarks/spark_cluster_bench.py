@@ -21,6 +21,8 @@ JVM classes loaded, connections made). Measured per phase:
   workers; a worker that exited counts through its parent's ``cutime``), split into
   the JVM and its Python processes. Driver, broker, master and worker daemons are not
   included;
+* machine busy: the share of all CPUs' time that was not idle during the phase
+  (``/proc/stat``), whoever used it: near 100% means the phase had no CPU to spare;
 * Python worker memory: ``/proc/<pid>/status`` ``VmRSS`` of the executors' Python
   processes sampled every 0.2 s during the phase (the largest single process and the
   largest sum per executor), and the largest ``VmHWM`` at the end of the phase.
@@ -171,15 +173,27 @@ def python_hwm_kb(app_id: str) -> int:
     )
 
 
+def machine_busy_s() -> float:
+    """CPU seconds all CPUs of the machine spent busy so far (``/proc/stat``: every
+    state but idle and iowait), to tell whether a phase had the machine to itself."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
 def measured(app_id: str, out: dict[str, Any]) -> Iterator[None]:
-    """Wall time, executor CPU and Python worker memory of the block, into ``out``."""
+    """Wall time, executor CPU, the machine's busy CPU and Python worker memory of the
+    block, into ``out``."""
     before = executor_cpu(app_id)
+    busy_before = machine_busy_s()
     with MemorySampler(app_id) as mem:
         started = time.perf_counter()
         yield
         out["seconds"] = time.perf_counter() - started
     after = executor_cpu(app_id)
+    out["machine_busy_s"] = machine_busy_s() - busy_before
     out["cpu_jvm_s"] = after["jvm"] - before["jvm"]
     out["cpu_python_s"] = after["python"] - before["python"]
     out["cpu_s"] = out["cpu_jvm_s"] + out["cpu_python_s"]
@@ -339,6 +353,15 @@ def run(
 TARGETS = {"read": 2.0, "write": 1.5}
 
 
+def _busy(out: dict[str, Any], cpus: int) -> str:
+    """The share of the machine's CPU time that was busy during the phase (everything:
+    executors, broker, driver), or n/a for results recorded before it was measured."""
+    busy = out.get("machine_busy_s")
+    if busy is None or not out["seconds"]:
+        return "n/a"
+    return f"{busy / (out['seconds'] * cpus):.0%}"
+
+
 def render(result: dict[str, Any]) -> str:
     p = result["phases"]
     lines = [
@@ -349,15 +372,16 @@ def render(result: dict[str, Any]) -> str:
         f"{result['load_after']}; fill {result['fill_seconds']} s; {result['order']}",
         "",
         "| phase | source/sink | seconds | rows/s | executor CPU s (JVM + Python) "
-        "| rows per CPU s | Python RSS peak MB (one / per executor) |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| rows per CPU s | machine busy | Python RSS peak MB (one / per executor) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, out in p.items():
         kind, fmt = name.split()
         lines.append(
             f"| {kind} | {FORMATS[fmt]} | {out['seconds']:.1f} | {out['rows_per_s']:,.0f} | "
             f"{out['cpu_s']:.1f} ({out['cpu_jvm_s']:.1f} + {out['cpu_python_s']:.1f}) | "
-            f"{out['rows_per_cpu_s']:,.0f} | {out['python_rss_peak_mb']:.0f} / "
+            f"{out['rows_per_cpu_s']:,.0f} | {_busy(out, result['cpus'])} | "
+            f"{out['python_rss_peak_mb']:.0f} / "
             f"{out['python_rss_sum_peak_mb']:.0f} |"
         )
     lines += ["", "| | aiokproto / Spark's, rows/s | per CPU s | target |", "|---|---:|---:|---:|"]
