@@ -527,3 +527,15 @@ async def test_async_pacing_never_sends_early_and_lets_other_tasks_run() -> None
     finally:
         task.cancel()
     assert ticks > 20  # the loop kept running other tasks while pacing
+
+
+def test_sink_bench_batches_are_sparks_shape() -> None:
+    """spark_sink_bench feeds the sink what Spark hands it: Arrow batches of 10,000
+    rows with one binary value column, every value distinct and 100 B."""
+    from benchmarks.spark_sink_bench import arrow_batches
+
+    batches = arrow_batches(25_001)
+    assert [b.num_rows for b in batches] == [10_000, 10_000, 5_001]
+    values = [v for b in batches for v in b.column(0).to_pylist()]
+    assert len(set(values)) == 25_001 and {len(v) for v in values} == {100}
+    assert str(batches[0].schema) == "value: binary"

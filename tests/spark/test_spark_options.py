@@ -295,3 +295,13 @@ def test_sink_options() -> None:
         parse_sink_options({**BOOT, "subscribe": "x"})
     with pytest.raises(KafkaConfigError, match="empty"):
         parse_sink_options({**BOOT, "topic": " "})
+
+
+def test_sink_batches_in_bulk_unless_told_otherwise() -> None:
+    """The sink's producer batches 256 KB by default (the producer's is 16 KB), never
+    above max.request.size; kafka.batch.size wins."""
+    assert parse_sink_options(BOOT).client["batch_size"] == 262_144
+    small = parse_sink_options({**BOOT, "kafka.max.request.size": "100000"})
+    assert small.client["batch_size"] == 100_000
+    given = parse_sink_options({**BOOT, "kafka.batch.size": "16384"})
+    assert given.client["batch_size"] == 16_384
