@@ -199,8 +199,10 @@ TAKES_ASSIGNMENT = frozenset({S.JOINING, S.RECONCILING, S.ACKNOWLEDGING, S.STABL
 _FENCED = Transition(S.FENCED, (A.RESET_EPOCH, A.RESET_HEARTBEAT, A.LOSE_ALL))
 _FATAL = Transition(S.FATAL, (A.LOSE_ALL, A.FAIL))
 # A subscribe() made while leaving is dropped: the error must reach the application,
-# which joins again with a new subscribe() (FATAL ends only that way).
-_FATAL_LEAVING = Transition(S.FATAL, (A.UNMARK_SUBSCRIBE, A.LEAVE_DONE, A.FAIL))
+# which joins again with a new subscribe() (FATAL ends only that way). A leave for
+# the poll timeout still holds its partitions (lost once the leave is answered): lose
+# them now, or a later subscribe() would join owning them.
+_FATAL_LEAVING = Transition(S.FATAL, (A.UNMARK_SUBSCRIBE, A.LOSE_ALL, A.LEAVE_DONE, A.FAIL))
 _LEAVE = Transition(S.PREPARE_LEAVING, (A.RELEASE_ALL,))
 _POLL_TIMEOUT = Transition(S.LEAVING, (A.MARK_POLL_EXPIRED, A.LEAVE_EPOCH, A.RESET_HEARTBEAT))
 _JOIN = Transition(S.JOINING, (A.JOIN, A.RESET_HEARTBEAT))

@@ -550,6 +550,23 @@ def test_fatal_while_leaving_drops_a_subscribe_made_during_the_leave() -> None:
     assert h.state is State.JOINING
 
 
+def test_fatal_while_leaving_for_the_poll_timeout_loses_the_partitions() -> None:
+    # Found by the random-sequence test in CI: a poll-timeout leave keeps its
+    # partitions until the leave is answered; a fatal answer kept them too, and the
+    # next subscribe() joined at epoch 0 still owning (and fetching) them.
+    h = stable()
+    owned = h.machine.owned
+    assert owned
+    h.feed(Event.POLL_TIMEOUT)
+    assert h.state is State.LEAVING and h.machine.owned == owned
+    effects = h.feed(Event.FATAL)
+    assert kinds(effects) == [EffectKind.LOSE, EffectKind.LEAVE_DONE, EffectKind.FAIL]
+    assert effects[0].partitions == owned
+    assert h.state is State.FATAL and not h.machine.owned
+    h.feed(Event.SUBSCRIBE)
+    assert h.state is State.JOINING and h.machine.epoch == 0 and not h.machine.owned
+
+
 @pytest.mark.parametrize(
     ("error", "effect"),
     [
