@@ -86,25 +86,14 @@ def read(total: int, profile: bool) -> None:
     """iter_range over ``total`` records in one partition of the local broker."""
     import asyncio
     import cProfile
-    import json
     import pstats
-    import subprocess
-    import sys
     import uuid
 
     from aiokproto.spark.fetch import drive, iter_range
     from aiokproto.spark.planning import OffsetRange
+    from benchmarks.local_broker import local_broker
     from benchmarks.spark_bench import fill_topic
 
-    cmd = [sys.executable, "-m", "aiokproto.testing", "broker"]
-    # a broker already running here (someone else's) is used and left running
-    status = subprocess.run([*cmd, "status"], capture_output=True, text=True, check=False)
-    started = status.returncode != 0
-    if started:
-        out = subprocess.run([*cmd, "start"], check=True, capture_output=True, text=True)
-        bootstrap = out.stdout.splitlines()[0].strip()
-    else:
-        bootstrap = json.loads(status.stdout)["bootstrap_servers"]
     gc_seconds = 0.0
     gc_start = 0.0
 
@@ -115,7 +104,7 @@ def read(total: int, profile: bool) -> None:
         else:
             gc_seconds += time.perf_counter() - gc_start
 
-    try:
+    with local_broker() as bootstrap:
         topic = f"arrow-bench-{uuid.uuid4().hex[:8]}"
         asyncio.run(fill_topic(bootstrap, topic, total, 1))
         r = OffsetRange(topic, 0, 0, total)
@@ -147,9 +136,6 @@ def read(total: int, profile: bool) -> None:
             prof = cProfile.Profile()
             prof.runcall(run, to_arrow)
             pstats.Stats(prof).sort_stats("tottime").print_stats(12)
-    finally:
-        if started:
-            subprocess.run([*cmd, "stop"], check=False, capture_output=True)
 
 
 def main() -> None:

@@ -17,10 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import json
 import pstats
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -31,6 +28,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from aiokproto.admin import Admin, NewTopic
 from aiokproto.spark.options import SINK_BATCH_SIZE
 from aiokproto.spark.sink import arrow_batch, write_records
+from benchmarks.local_broker import local_broker
 
 BATCH_ROWS = 10_000
 clock = time.process_time
@@ -70,16 +68,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     batches = arrow_batches(args.rows)
-    cmd = [sys.executable, "-m", "aiokproto.testing", "broker"]
-    # a broker already running here (someone else's) is used and left running
-    status = subprocess.run([*cmd, "status"], capture_output=True, text=True, check=False)
-    started = status.returncode != 0
-    if started:
-        out = subprocess.run([*cmd, "start"], check=True, capture_output=True, text=True)
-        bootstrap = out.stdout.splitlines()[0].strip()
-    else:
-        bootstrap = json.loads(status.stdout)["bootstrap_servers"]
-    try:
+    with local_broker() as bootstrap:
         topic = f"sink-bench-{uuid.uuid4().hex[:8]}"
         asyncio.run(create_topic(bootstrap, topic))
         # the sink's producer options: its default batch size unless told
@@ -105,9 +94,6 @@ def main() -> None:
             prof = cProfile.Profile()
             prof.runcall(write)
             pstats.Stats(prof).sort_stats("tottime").print_stats(15)
-    finally:
-        if started:
-            subprocess.run([*cmd, "stop"], check=False, capture_output=True)
 
 
 if __name__ == "__main__":
