@@ -13,18 +13,21 @@ values of 100 B (aiokproto ``Producer.send_batch``), then, one run each, in this
   16 KB), then once more through Spark's connector with ``kafka.batch.size=262144``;
   every record is counted from the end offsets.
 
-A warm-up of each read and write on a small topic comes first (Python workers forked,
-JVM classes loaded, connections made). Measured per phase:
+A warm-up of each read and write on a topic of 2 M rows (N if smaller) comes first
+(Python workers forked, JVM classes loaded and JIT-compiled, connections made).
+Measured per phase:
 
 * rows/s: N over the wall time of the Spark action on the driver;
-* executor CPU: the change in ``utime + stime + cutime + cstime`` (``/proc/<pid>/stat``)
-  summed over every executor JVM of this application (``CoarseGrainedExecutorBackend``
-  with its ``--app-id``) and all its descendants (``pyspark.daemon`` and its forked
-  workers; a worker that exited counts through its parent's ``cutime``), split into
+* executor CPU: the change in ``utime + stime`` (``/proc/<pid>/stat``) of every
+  executor JVM of this application (``CoarseGrainedExecutorBackend`` with its
+  ``--app-id``) and of each of its descendants (``pyspark.daemon`` and its forked
+  workers; one that exits counts with its last value, sampled every 0.2 s), split into
   the JVM and its Python processes. Driver, broker, master and worker daemons are not
   included;
 * machine busy: the share of all CPUs' time that was not idle during the phase
-  (``/proc/stat``), whoever used it: near 100% means the phase had no CPU to spare;
+  (``/proc/stat``), whoever used it: near 100% means the phase had no CPU to spare.
+  Before each phase dirty pages are flushed (``sync``) and the machine is let settle
+  (under 25% busy, at most 30 s), so one phase's writeback does not slow the next;
 * Python worker memory: ``/proc/<pid>/status`` ``VmRSS`` of the executors' Python
   processes sampled every 0.2 s during the phase (the largest single process and the
   largest sum per executor), and the largest ``VmHWM`` at the end of the phase.
@@ -57,6 +60,7 @@ from benchmarks.spark_bench import (
 )
 
 PARTITIONS = 12
+WARM_ROWS = 2_000_000  # read and written by each source and sink before measuring
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FORMATS = {"aiokproto": 'format("aiokproto")', "kafka": 'format("kafka") (Spark\'s)'}
 # Writes also run Spark's connector with the aiokproto sink's default batch size
@@ -111,16 +115,32 @@ def executor_trees(app_id: str) -> dict[int, list[int]]:
     return trees
 
 
-def executor_cpu(app_id: str) -> dict[str, float]:
-    """CPU seconds so far of the executor JVMs and of their Python processes."""
-    jvm = python = 0.0
-    for executor, below in executor_trees(app_id).items():
-        with open(f"/proc/{executor}/stat", encoding="ascii") as f:
+def _self_cpu(pid: int) -> float | None:
+    """CPU seconds of the process itself (utime + stime), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        jvm += (int(fields[11]) + int(fields[12])) / CLK_TCK
-        python += (int(fields[13]) + int(fields[14])) / CLK_TCK  # reaped children
-        python += sum(st[1] for pid in below if (st := _stat(pid)) is not None)
-    return {"jvm": jvm, "python": python}
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def jvm_cpu(app_id: str) -> float:
+    """CPU seconds so far of the executor JVMs themselves."""
+    return sum(c for pid in executor_trees(app_id) if (c := _self_cpu(pid)) is not None)
+
+
+def python_cpu(app_id: str) -> dict[int, float]:
+    """CPU seconds so far of each of the executors' Python processes, by pid. Each
+    process's own time, not its reaped children's: a Python daemon that exits takes
+    its children's time with it (a phase once read -20 s of Python CPU that way), so
+    ``MemorySampler`` keeps the last value seen of every process instead."""
+    return {
+        pid: c
+        for below in executor_trees(app_id).values()
+        for pid in below
+        if (c := _self_cpu(pid)) is not None
+    }
 
 
 def _status_kb(pid: int, *keys: str) -> dict[str, int]:
@@ -145,6 +165,7 @@ class MemorySampler:
         self.python_rss_kb = 0  # largest single Python process
         self.python_sum_kb = 0  # largest sum over one executor's Python processes
         self.jvm_rss_kb = 0
+        self.python_cpu: dict[int, float] = {}  # last CPU seconds seen, by pid
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -152,6 +173,9 @@ class MemorySampler:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             for executor, below in executor_trees(self.app_id).items():
+                for p in below:
+                    if (cpu := _self_cpu(p)) is not None:
+                        self.python_cpu[p] = cpu
                 rss = [_status_kb(p, "VmRSS").get("VmRSS", 0) for p in below]
                 self.python_rss_kb = max(self.python_rss_kb, *rss, 0)
                 self.python_sum_kb = max(self.python_sum_kb, sum(rss))
@@ -189,20 +213,37 @@ def machine_busy_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def settle(quiet: float = 0.25, timeout_s: float = 30.0) -> float:
+    """Flush dirty pages and wait until the machine is about idle (under ``quiet`` of
+    all CPUs busy over half a second), at most ``timeout_s``; returns the seconds
+    waited. Without it the broker's writeback of one write phase's 2 GB ran into the
+    next phase, and whichever sink wrote later was slower by about 10%."""
+    started = time.perf_counter()
+    os.sync()
+    cpus = os.cpu_count() or 1
+    while time.perf_counter() - started < timeout_s:
+        busy = machine_busy_s()
+        time.sleep(0.5)
+        if (machine_busy_s() - busy) / (0.5 * cpus) < quiet:
+            break
+    return time.perf_counter() - started
+
+
 @contextmanager
 def measured(app_id: str, out: dict[str, Any]) -> Iterator[None]:
     """Wall time, executor CPU, the machine's busy CPU and Python worker memory of the
-    block, into ``out``."""
-    before = executor_cpu(app_id)
+    block, into ``out``; the machine is let settle first (``settle``)."""
+    out["settle_s"] = settle()
+    jvm_before, python_before = jvm_cpu(app_id), python_cpu(app_id)
     busy_before = machine_busy_s()
     with MemorySampler(app_id) as mem:
         started = time.perf_counter()
         yield
         out["seconds"] = time.perf_counter() - started
-    after = executor_cpu(app_id)
+    python_last = {**mem.python_cpu, **python_cpu(app_id)}  # the exited ones too
     out["machine_busy_s"] = machine_busy_s() - busy_before
-    out["cpu_jvm_s"] = after["jvm"] - before["jvm"]
-    out["cpu_python_s"] = after["python"] - before["python"]
+    out["cpu_jvm_s"] = jvm_cpu(app_id) - jvm_before
+    out["cpu_python_s"] = sum(cpu - python_before.get(pid, 0.0) for pid, cpu in python_last.items())
     out["cpu_s"] = out["cpu_jvm_s"] + out["cpu_python_s"]
     out["python_rss_peak_mb"] = mem.python_rss_kb / 1024
     out["python_rss_sum_peak_mb"] = mem.python_sum_kb / 1024
@@ -303,7 +344,10 @@ def run(
     started = time.perf_counter()
     asyncio.run(fill_topic(bootstrap, topic, rows, PARTITIONS))
     result["fill_seconds"] = round(time.perf_counter() - started, 1)
-    asyncio.run(fill_topic(bootstrap, warm, 12_000, PARTITIONS))
+    # JIT-warm: after a 12,000-row warm-up, the first full write through Spark's
+    # connector was 10-15% slower than its second, whichever settings came first
+    warm_rows = min(rows, WARM_ROWS)
+    asyncio.run(fill_topic(bootstrap, warm, warm_rows, PARTITIONS))
     spark = session(
         jars,
         master_url,
@@ -323,11 +367,13 @@ def run(
     try:
         _wait_for_executors(spark, 2)
         app_id = spark.sparkContext.applicationId
-        for fmt in FORMATS:  # warm-up: workers forked, classes loaded, connections made
+        # warm-up: workers forked, classes loaded and compiled, connections made
+        for fmt in FORMATS:
             read_once(spark, fmt, bootstrap, warm, min_partitions)
+        for fmt in SINKS:
             target = f"{warm}-{fmt}"
             asyncio.run(_create(bootstrap, target))
-            write_once(spark, fmt, bootstrap, target, 12_000)
+            write_once(spark, fmt, bootstrap, target, warm_rows)
         for fmt in order:
             out = phases[f"read {fmt}"] = {}
             with measured(app_id, out):

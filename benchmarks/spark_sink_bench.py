@@ -18,9 +18,7 @@ import argparse
 import asyncio
 import cProfile
 import pstats
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -29,9 +27,9 @@ from aiokproto.admin import Admin, NewTopic
 from aiokproto.spark.options import SINK_BATCH_SIZE
 from aiokproto.spark.sink import arrow_batch, write_records
 from benchmarks.local_broker import local_broker
+from benchmarks.spark_arrow_bench import best  # process CPU time, best of runs
 
 BATCH_ROWS = 10_000
-clock = time.process_time
 
 
 def arrow_batches(rows: int, value_size: int = 100) -> list[Any]:
@@ -47,15 +45,6 @@ def arrow_batches(rows: int, value_size: int = 100) -> list[Any]:
 async def create_topic(bootstrap: str, topic: str) -> None:
     async with Admin(bootstrap_servers=bootstrap) as admin:
         await admin.create_topics([NewTopic(topic, 12, 1)])
-
-
-def best(fn: Callable[[], Any], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = clock()
-        fn()
-        times.append(clock() - t0)
-    return min(times)
 
 
 def main() -> None:
