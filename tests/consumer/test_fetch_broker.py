@@ -48,10 +48,27 @@ def transactional_writes(bootstrap: str, topic: str) -> None:
     assert plain.flush(30) == 0
 
 
+async def markers_written(bootstrap: str, tp: TopicPartition) -> None:
+    """Until the last stable offset equals the high watermark: abort_transaction()
+    returns once the coordinator logged the abort, and the markers follow (a
+    read_committed end offset read before that stops short of later records)."""
+    async with (
+        Consumer(bootstrap_servers=bootstrap) as uncommitted,
+        Consumer(bootstrap_servers=bootstrap, isolation_level="read_committed") as committed,
+        asyncio.timeout(30),
+    ):
+        while True:
+            lso = (await committed.end_offsets([tp]))[tp]
+            if lso == (await uncommitted.end_offsets([tp]))[tp]:
+                return
+            await asyncio.sleep(0.05)
+
+
 async def test_read_committed_hides_aborted_transactions(kafka: Any, topic_name: str) -> None:
     await create_topic(kafka.bootstrap_servers, topic_name)
     await asyncio.to_thread(transactional_writes, kafka.bootstrap_servers, topic_name)
     tp = TopicPartition(topic_name, 0)
+    await markers_written(kafka.bootstrap_servers, tp)
     results = {}
     for level in ("read_committed", "read_uncommitted"):
         async with Consumer(

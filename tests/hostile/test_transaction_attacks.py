@@ -58,6 +58,15 @@ async def visible(kafka: Any, topic: str, partitions: int = 1) -> list[bytes]:
         for tp in tps:
             await c.seek_to_beginning(tp)
         ends = await c.end_offsets(tps)
+        # A commit or abort returns before the coordinator's markers are written: give
+        # them up to 2 s to move the last stable offset to the high watermark (a
+        # transaction left open on purpose keeps it back; then read up to it as is).
+        async with Consumer(bootstrap_servers=kafka.bootstrap_servers) as uncommitted:
+            for _ in range(40):
+                if ends == await uncommitted.end_offsets(tps):
+                    break
+                await asyncio.sleep(0.05)
+                ends = await c.end_offsets(tps)
         got: list[tuple[int, int, bytes]] = []
         async with asyncio.timeout(20):
             while [tp for tp in tps if await c.position(tp) < ends[tp]]:
