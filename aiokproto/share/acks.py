@@ -118,6 +118,14 @@ class AckBook:
         if kind is not AcknowledgeType.RENEW:
             part.acquired.discard(offset)
 
+    def expire(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
+        """Offsets whose acquisition lock ran out before they were handed out: the
+        broker took them back (another member may hold them now), so they are not
+        ours to acknowledge."""
+        part = self._parts.get(tp)
+        if part is not None:
+            part.acquired.difference_update(offsets)
+
     def pending_for(self, node: int) -> dict[TopicPartition, dict[int, AcknowledgeType]]:
         """Take the acknowledgements waiting for ``node`` (they are now in flight)."""
         out: dict[TopicPartition, dict[int, AcknowledgeType]] = {}

@@ -196,7 +196,9 @@ class ShareConsumer:
         self._book = AckBook()
         self._assigned: frozenset[TopicPartition] = frozenset()
         self._ids: dict[uuid.UUID, str] = {}
-        self._buffer: deque[tuple[TopicPartition, int, list[ShareRecord]]] = deque()
+        # (partition, leader, records, when their acquisition lock runs out: monotonic
+        # seconds, None if the broker gave no duration)
+        self._buffer: deque[tuple[TopicPartition, int, list[ShareRecord], float | None]] = deque()
         self._buffered: dict[int, int] = {}  # records not handed out, per leader node
         self._handed: dict[tuple[TopicPartition, int], ShareRecord] = {}  # unacknowledged
         self._flushes: dict[int, list[_Flush]] = {}
@@ -385,15 +387,18 @@ class ShareConsumer:
         self._before_poll()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, timeout_ms) / 1000
-        while not self._buffer:
-            self._raise_errors()
-            left = deadline - loop.time()
-            if left <= 0:
-                return {}
-            await self._wait_change(left)
-            if self._state != "running":
-                raise ConsumerStoppedError("the share consumer stopped")
-        return self._take(limit)
+        while True:
+            while not self._buffer:
+                self._raise_errors()
+                left = deadline - loop.time()
+                if left <= 0:
+                    return {}
+                await self._wait_change(left)
+                if self._state != "running":
+                    raise ConsumerStoppedError("the share consumer stopped")
+            taken = self._take(limit)
+            if taken:  # else all it had waited past its lock: wait on for more
+                return taken
 
     def __aiter__(self) -> AsyncIterator[ShareRecord]:
         return self
@@ -496,15 +501,31 @@ class ShareConsumer:
     def _take(self, limit: int) -> dict[TopicPartition, list[ShareRecord]]:
         out: dict[TopicPartition, list[ShareRecord]] = {}
         left = limit
+        now = time.monotonic()
         while self._buffer and left > 0:
-            tp, node, records = self._buffer[0]
+            tp, node, records, expires = self._buffer[0]
             if self._book.node_of(tp) != node:  # its leader moved: no longer ours
                 self._buffer.popleft()
                 self._buffered[node] = self._buffered.get(node, 0) - len(records)
                 continue
+            if expires is not None and now >= expires:
+                # waited here past their lock: handing them out would let two members
+                # work on one record
+                self._buffer.popleft()
+                self._buffered[node] = self._buffered.get(node, 0) - len(records)
+                self._book.expire(tp, [r.offset for r in records])
+                self._fetch_metrics.not_handed_out(tp.topic for _ in records)
+                log.info(
+                    "share group %r: %d records of %s waited past their acquisition "
+                    "lock; not handed out (the broker delivers them again)",
+                    self._opts.group_id,
+                    len(records),
+                    tp,
+                )
+                continue
             chunk, rest = records[:left], records[left:]
             if rest:
-                self._buffer[0] = (tp, node, rest)
+                self._buffer[0] = (tp, node, rest, expires)
             else:
                 self._buffer.popleft()
             self._buffered[node] = self._buffered.get(node, 0) - len(chunk)
@@ -827,6 +848,11 @@ class ShareConsumer:
         session.succeeded(step)
         if response.acquisition_lock_timeout_ms > 0:
             self._lock_timeout_ms = response.acquisition_lock_timeout_ms
+        # The locks started no earlier than the request left: a record still buffered
+        # at sent_at + lock is no longer this member's (the broker may have handed it
+        # to another), whatever the broker's clock says.
+        lock_ms = self._lock_timeout_ms
+        expires = None if lock_ms is None else sent_at + lock_ms / 1000
         results: AckResults = {}
         refresh = False
         for topic in response.responses:
@@ -855,7 +881,7 @@ class ShareConsumer:
                 if part.records:
                     fetched_bytes += len(part.records)
                     self._fetch_metrics.partition_fetched(tp.topic, len(part.records))
-                self._acquired(tp, node, part.records, part.acquired_records)
+                self._acquired(tp, node, part.records, part.acquired_records, expires)
         self._fetch_metrics.fetched(
             time.monotonic() - sent_at, fetched_bytes, response.throttle_time_ms
         )
@@ -867,7 +893,12 @@ class ShareConsumer:
         self._notify()
 
     def _acquired(
-        self, tp: TopicPartition, node: int, data: bytes | memoryview | None, ranges: Any
+        self,
+        tp: TopicPartition,
+        node: int,
+        data: bytes | memoryview | None,
+        ranges: Any,
+        expires: float | None,
     ) -> None:
         spans = [Acquired(a.first_offset, a.last_offset, a.delivery_count) for a in ranges]
         if not spans:
@@ -880,7 +911,7 @@ class ShareConsumer:
         for offset in gaps:
             self._book.acknowledge(tp, offset, AcknowledgeType.GAP)
         if records:
-            self._buffer.append((tp, node, records))
+            self._buffer.append((tp, node, records, expires))
             self._buffered[node] = self._buffered.get(node, 0) + len(records)
 
     async def _share_acknowledge(
@@ -1019,7 +1050,11 @@ class ShareConsumer:
             if self._book.holds(tp, offset):
                 self._book.acknowledge(tp, offset, AcknowledgeType.RELEASE)
         self._handed.clear()
-        for tp, _, records in self._buffer:
+        now = time.monotonic()
+        for tp, _, records, expires in self._buffer:
+            if expires is not None and now >= expires:  # the broker took them back
+                self._book.expire(tp, [r.offset for r in records])
+                continue
             for r in records:
                 if self._book.holds(tp, r.offset):
                     self._book.acknowledge(tp, r.offset, AcknowledgeType.RELEASE)
