@@ -51,6 +51,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from aiokproto.spark.options import SINK_BATCH_SIZE
 from benchmarks.spark_bench import (
     VALUE_SIZE,
     SparkBenchError,
@@ -66,22 +67,21 @@ FORMATS = {"aiokproto": 'format("aiokproto")', "kafka": 'format("kafka") (Spark\
 # Writes also run Spark's connector with the aiokproto sink's default batch size
 # (262,144 B; kafka-clients' is 16,384), so neither side wins by its defaults alone.
 BULK = "kafka-bulk"
-SINKS = {**FORMATS, BULK: 'format("kafka") (Spark\'s), kafka.batch.size=262144'}
-SINK_OPTIONS = {BULK: {"kafka.batch.size": "262144"}}
+SINKS = {**FORMATS, BULK: f'format("kafka") (Spark\'s), kafka.batch.size={SINK_BATCH_SIZE}'}
+SINK_OPTIONS = {BULK: {"kafka.batch.size": str(SINK_BATCH_SIZE)}}
 
 
 # -- executor processes from /proc -------------------------------------------------------
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(ppid, CPU seconds of the process and its reaped children) or None if gone."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[1]`` is the
+    parent's pid, ``[11]`` and ``[12]`` utime and stime), None if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            return f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    return int(fields[1]), ticks / CLK_TCK
 
 
 def _cmdline(pid: int) -> str:
@@ -100,8 +100,8 @@ def executor_trees(app_id: str) -> dict[int, list[int]]:
     """Each executor JVM of ``app_id`` -> its descendants (Python daemon and workers)."""
     stats = {pid: st for pid in _pids() if (st := _stat(pid)) is not None}
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
     trees = {}
     for pid in stats:
         cmd = _cmdline(pid)
@@ -117,12 +117,8 @@ def executor_trees(app_id: str) -> dict[int, list[int]]:
 
 def _self_cpu(pid: int) -> float | None:
     """CPU seconds of the process itself (utime + stime), None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    fields = _stat(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def jvm_cpu(app_id: str) -> float:
@@ -216,8 +212,8 @@ def machine_busy_s() -> float:
 def settle(quiet: float = 0.25, timeout_s: float = 30.0) -> float:
     """Flush dirty pages and wait until the machine is about idle (under ``quiet`` of
     all CPUs busy over half a second), at most ``timeout_s``; returns the seconds
-    waited. Without it the broker's writeback of one write phase's 2 GB ran into the
-    next phase, and whichever sink wrote later was slower by about 10%."""
+    waited. A write phase leaves about 2 GB of the broker's writes to flush, which
+    would otherwise go on during the next phase."""
     started = time.perf_counter()
     os.sync()
     cpus = os.cpu_count() or 1
@@ -451,7 +447,7 @@ def render(result: dict[str, Any]) -> str:
     if bulk is not None:  # results recorded before the bulk phase existed have none
         ours = p["write aiokproto"]
         lines.append(
-            f"| write vs Spark's at 262,144 B batches | "
+            f"| write vs Spark's at {SINK_BATCH_SIZE:,} B batches | "
             f"{ours['rows_per_s'] / bulk['rows_per_s']:.2f}x | "
             f"{ours['rows_per_cpu_s'] / bulk['rows_per_cpu_s']:.2f}x | |"
         )
