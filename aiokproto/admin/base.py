@@ -43,6 +43,11 @@ Outcome = dict[K, V | KafkaError]
 
 _NO_OPERATIONS = -(2**31)  # "authorized operations not requested"
 _TOPIC_GONE = (UnknownTopicOrPartitionError, UnknownTopicIdError)
+# A broker of a cluster learns of a topic the controller created a moment ago a little
+# later than the controller says so (CI: list_offsets right after create_topics was told
+# UNKNOWN_TOPIC_OR_PARTITION), so a missing topic is believed after this many answers in
+# a row: about 0.7 s with the default back-off, far below the call's timeout.
+MISSING_AFTER = 4
 
 
 def _error(code: int, message: str | None, what: str) -> KafkaError:
@@ -260,8 +265,9 @@ class AdminBase:
             return out
 
         try:
-            # An unknown partition is final here: the metadata was refreshed first.
-            return await self._batch(operation, parts, attempt, timeout_ms, final=_TOPIC_GONE)
+            return await self._batch(
+                operation, parts, attempt, timeout_ms, final=_TOPIC_GONE, final_after=MISSING_AFTER
+            )
         finally:
             md.untrack(topics)
 

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from aiokproto.admin.base import _TOPIC_GONE, AdminBase, Outcome, _error
+from aiokproto.admin.base import _TOPIC_GONE, MISSING_AFTER, AdminBase, Outcome, _error
 from aiokproto.admin.types import (
     AlterConfigOp,
     ConfigEntry,
@@ -93,7 +93,9 @@ class ConfigsMixin(AdminBase):
         async def attempt(pending: list[ConfigResource]) -> Outcome[ConfigResource, Any]:
             return await self._per_node(self._route_configs(pending, self._any_node()), send)
 
-        return await self._batch("describe_configs", keys, attempt, timeout, final=_TOPIC_GONE)
+        return await self._batch(
+            "describe_configs", keys, attempt, timeout, final=_TOPIC_GONE, final_after=MISSING_AFTER
+        )
 
     @staticmethod
     def _route_configs(

@@ -10,6 +10,7 @@ from typing import Protocol, TypeVar
 from aiokproto.admin._batch import no_result
 from aiokproto.admin.base import (
     _TOPIC_GONE,
+    MISSING_AFTER,
     AdminBase,
     Outcome,
     _error,
@@ -415,10 +416,9 @@ class GroupsMixin(AdminBase):
         keys: list[K],
         send: Callable[[int, list[K]], Awaitable[Outcome[K, None]]],
         timeout_ms: int,
-        final_after: int = 1,
     ) -> dict[K, None]:
         """Results keyed by partition (or topic) from one group's coordinator; an unknown
-        topic is final once seen ``final_after`` times in a row."""
+        topic is final once seen ``MISSING_AFTER`` times in a row."""
         if not isinstance(group_id, str) or not group_id:
             raise KafkaConfigError(f"{operation}: group id must be a non-empty string")
 
@@ -431,7 +431,7 @@ class GroupsMixin(AdminBase):
                 raise
 
         return await self._batch(
-            operation, keys, attempt, timeout_ms, final=_TOPIC_GONE, final_after=final_after
+            operation, keys, attempt, timeout_ms, final=_TOPIC_GONE, final_after=MISSING_AFTER
         )
 
     async def delete_consumer_group_offsets(

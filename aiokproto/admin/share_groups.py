@@ -224,15 +224,13 @@ class ShareGroupsMixin(GroupsMixin):
             }
 
         # Kafka 4.3 may answer UNKNOWN_TOPIC_OR_PARTITION for a topic created a moment
-        # ago (its share-state initialization; seen in CI): a missing topic is final
-        # only after a few answers in a row (about 0.7 s with the default back-off).
+        # ago (its share-state initialization; seen in CI).
         return await self._group_partitions_batch(
             "alter_share_group_offsets",
             group_id,
             list(starts),
             send,
             self._timeout(timeout_ms),
-            final_after=4,
         )
 
     async def delete_share_group_offsets(

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokproto.admin._batch import no_result
-from aiokproto.admin.base import _TOPIC_GONE, AdminBase, Outcome, _error, _operations
+from aiokproto.admin.base import _TOPIC_GONE, MISSING_AFTER, AdminBase, Outcome, _error, _operations
 from aiokproto.admin.types import (
     CreatedTopic,
     NewPartitions,
@@ -208,7 +208,9 @@ class TopicsMixin(AdminBase):
                 out[key] = found.get(name, no_result(name))
             return out
 
-        return await self._batch("describe_topics", keys, attempt, timeout, final=_TOPIC_GONE)
+        return await self._batch(
+            "describe_topics", keys, attempt, timeout, final=_TOPIC_GONE, final_after=MISSING_AFTER
+        )
 
     async def _describe_topic_partitions(
         self, node: int, names: list[str], ops: bool
