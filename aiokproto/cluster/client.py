@@ -40,6 +40,7 @@ class ClusterClient:
             self._send_metadata,
             max_age_ms=config.metadata_max_age_ms,
             retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
             allow_auto_create_topics=config.allow_auto_create_topics,
         )
         self.coordinators = CoordinatorCache(self)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from types import MappingProxyType
@@ -131,10 +132,16 @@ class MetadataCache:
         max_age_ms: int,
         retry_backoff_ms: int,
         allow_auto_create_topics: bool,
+        retry_backoff_max_ms: int | None = None,
     ) -> None:
         self._send = send
         self._max_age = max_age_ms / 1000
         self._retry_backoff = retry_backoff_ms / 1000
+        most = retry_backoff_ms if retry_backoff_max_ms is None else retry_backoff_max_ms
+        self._retry_backoff_max = max(self._retry_backoff, most / 1000)
+        self._last_refresh = -math.inf  # loop time the last refresh ended
+        self._last_asked: frozenset[str] | None = frozenset()  # None: all topics
+        self._incomplete = 0  # refreshes in a row that left a tracked topic unusable
         self._auto_create = allow_auto_create_topics
         self.snapshot = ClusterSnapshot()
         self.topic_errors: dict[str, int] = {}
@@ -292,10 +299,19 @@ class MetadataCache:
                     await self._wake.wait()
             except TimeoutError:
                 pass
+            # Never two refreshes closer than retry_backoff unless topics were added
+            # since the last one: a send() to a topic that does not exist asked again
+            # after every answer, some 6,500 Metadata requests a second.
+            early = self._last_refresh + self._retry_backoff - loop.time()
+            if early > 0 and not self._asks_for_more():
+                await asyncio.sleep(early)
             self._wake.clear()
             waiters, self._waiters = self._waiters, []
             try:
-                snap = await self._refresh_once()
+                try:
+                    snap = await self._refresh_once()
+                finally:
+                    self._last_refresh = loop.time()
             except asyncio.CancelledError:
                 self._waiters[:0] = waiters  # close() fails them with a typed error
                 raise
@@ -324,16 +340,32 @@ class MetadataCache:
             for w in waiters:
                 if not w.done():
                     w.set_result(snap)
-            # Unknown or leaderless topics that are in use: poll again soon.
+            # Unknown or leaderless topics that are in use: poll again soon, backing off
+            # up to retry_backoff_max while they stay so (a deleted topic would
+            # otherwise be asked for ten times a second for as long as it is tracked).
             if any(
                 self.topic_errors.get(t) or self.snapshot.topics.get(t) is None
                 for t in self._topics
             ):
-                self._poll_timer = loop.call_later(self._retry_backoff, self._wake.set)
+                delay = min(self._retry_backoff * 2**self._incomplete, self._retry_backoff_max)
+                self._incomplete = min(self._incomplete + 1, 30)
+                if self._poll_timer is not None:
+                    self._poll_timer.cancel()  # one poll pending, not one per refresh
+                self._poll_timer = loop.call_later(delay, self._wake.set)
+            else:
+                self._incomplete = 0
+
+    def _asks_for_more(self) -> bool:
+        """Whether the next refresh asks for topics the last one did not."""
+        last = self._last_asked
+        if last is None:
+            return False
+        return self._all_topics > 0 or not last.issuperset(self._topics)
 
     async def _refresh_once(self) -> ClusterSnapshot:
         full = self._all_topics > 0
         topics = None if full else sorted(self._topics)
+        self._last_asked = None if topics is None else frozenset(topics)
         request = MetadataRequest(
             topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=self._auto_create,

@@ -80,6 +80,11 @@ class ProducerMetrics:
             found = self._topics[topic] = _TopicSensors(self.registry, topic)
         return found
 
+    def forget_topic(self, topic: str) -> None:
+        """Drop a topic's metrics (the producer no longer uses it)."""
+        if self._topics.pop(topic, None) is not None:
+            self.registry.remove(TOPIC_GROUP, topic=topic)
+
     def batch_sent(self, batch: ProducerBatch, size: int, now: float) -> None:
         """A batch leaves for the first time (``now`` on the loop's clock)."""
         count = batch.record_count

@@ -130,6 +130,7 @@ class Accumulator:
         self.used += BATCH_HEADER
         pq.batches.append(batch)
         pq.open = batch
+        pq.last_batch = batch.created
         self._active[pq] = None
         self.incomplete.add(batch)
         self._wake()

@@ -115,6 +115,7 @@ class PartitionQueue:
         "confirmed",
         "identity",
         "in_flight",
+        "last_batch",
         "needs_reset",
         "next_sequence",
         "node",
@@ -131,6 +132,7 @@ class PartitionQueue:
         self.batches: deque[ProducerBatch] = deque()
         self.open: ProducerBatch | None = None  # the batch records are appended to
         self.in_flight = 0
+        self.last_batch = 0.0  # loop time the last batch was opened (idle topics)
         self.identity = NO_IDENTITY
         self.next_sequence = 0
         self.unresolved: deque[ProducerBatch] = deque()

@@ -31,6 +31,7 @@ PRODUCER_OPTIONS = frozenset(
         "value_serializer",
         "transactional_id",
         "transaction_timeout_ms",
+        "metadata_max_idle_ms",
     }
 )
 
@@ -60,6 +61,8 @@ class ProducerOptions:
     value_serializer: Serializer | None = None
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
+    #: a topic not sent to for this long is dropped from the producer's metadata
+    metadata_max_idle_ms: int = 300_000
 
     @property
     def max_record_size(self) -> int:
@@ -169,6 +172,8 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
     max_request_size = _int(options, "max_request_size", 1_048_576, minimum=1)
     buffer_memory = _int(options, "buffer_memory", 33_554_432, minimum=1, maximum=2**63 - 1)
     max_block_ms = _int(options, "max_block_ms", 60_000, minimum=0, maximum=2**63 - 1)
+    # Java's bounds: at least 5 s
+    idle = _int(options, "metadata_max_idle_ms", 300_000, minimum=5_000, maximum=2**63 - 1)
     delivery_default = max(120_000, linger_ms + config.request_timeout_ms)
     delivery = _int(options, "delivery_timeout_ms", delivery_default, minimum=1)
     if "delivery_timeout_ms" in options and delivery < linger_ms + config.request_timeout_ms:
@@ -198,6 +203,7 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
         value_serializer=_callable(options, "value_serializer"),
         transactional_id=txn_id,
         transaction_timeout_ms=txn_timeout,
+        metadata_max_idle_ms=idle,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any, Final, NoReturn, Self, overload
 
 from aiokproto.awaitables import DONE
 from aiokproto.cluster.client import ClusterClient
+from aiokproto.cluster.metadata import MetadataCache
 from aiokproto.cluster.snapshot import ClusterSnapshot
 from aiokproto.config import ClientConfig, split_options
 from aiokproto.errors import (
@@ -301,6 +302,9 @@ class Producer:
         self._txn_round = 0
         self._topics: dict[str, _TopicState] = {}
         self._sticky: dict[str, StickyPartitioner] = {}
+        # topics the producer keeps in its metadata -> loop time of the last lookup
+        self._kept: dict[str, float] = {}
+        self._idle_timer: asyncio.TimerHandle | None = None
         # calls waiting for buffer memory, first come first served, and the bytes
         # reserved for those at the head that were let through
         self._space_queue: deque[_SpaceWait] = deque()
@@ -377,6 +381,8 @@ class Producer:
         )
         await self._telemetry.start()
         self._running = True
+        idle = self.options.metadata_max_idle_ms / 1000
+        self._idle_timer = loop.call_later(min(idle / 2, 60.0), self._expire_idle_topics)
         # a transactional producer accepts records only inside a transaction
         self._accepting = txn is None
         self._plain = self._accepting and self._no_serializers()
@@ -399,6 +405,8 @@ class Producer:
                 return
             self._running = self._accepting = self._plain = False
             self._closed = True
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
             assert self._client is not None
             self._stopping.set()
             self._client.metadata.interrupt_waiters()  # sends waiting for a topic give up
@@ -971,9 +979,27 @@ class Producer:
         meta = client.metadata
         if not isinstance(topic, str) or not topic:
             raise InvalidTopicError(f"topic must be a non-empty str, not {topic!r}")
-        if topic not in meta.tracked:
-            meta.track([topic])
+        # This call's own hold on the topic while it waits. The producer keeps one of
+        # its own only for a topic that was there, until it is idle: a send() to a
+        # missing topic had left it in every metadata refresh for good.
+        meta.track([topic])
+        try:
+            snapshot = await self._wait_for_topic(meta, topic, sending)
+            sticky = self._sticky.get(topic)
+            if sticky is None:
+                sticky = self._sticky[topic] = StickyPartitioner(self.options.batch_size)
+            ts = _TopicState(topic, snapshot, acc, sticky)
+            self._topics[topic] = ts
+            if topic not in self._kept:
+                meta.track([topic])
+            self._kept[topic] = asyncio.get_running_loop().time()
+            return ts
+        finally:
+            meta.untrack([topic])
 
+    async def _wait_for_topic(
+        self, meta: MetadataCache, topic: str, sending: bool
+    ) -> ClusterSnapshot:
         def alive() -> bool:
             return self._accepting if sending else self._running
 
@@ -1005,12 +1031,33 @@ class Producer:
         code = meta.topic_errors.get(topic)
         if code in _FATAL_TOPIC_ERRORS and topic not in snapshot.topics:
             raise for_code(code)(f"topic {topic!r}")
-        sticky = self._sticky.get(topic)
-        if sticky is None:
-            sticky = self._sticky[topic] = StickyPartitioner(self.options.batch_size)
-        ts = _TopicState(topic, snapshot, acc, sticky)
-        self._topics[topic] = ts
-        return ts
+        return snapshot
+
+    def _expire_idle_topics(self) -> None:
+        """Forget topics not sent to for ``metadata_max_idle_ms`` (Java's
+        ``metadata.max.idle.ms``) and with nothing buffered or in flight: a deleted or
+        one-off topic leaves the metadata requests and the per-topic metrics. A later
+        send() looks it up again. Partition queues stay: they hold sequence numbers."""
+        acc, client = self._acc, self._client
+        if not self._running or acc is None or client is None:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        idle = self.options.metadata_max_idle_ms / 1000
+        for topic, used in list(self._kept.items()):
+            queues = acc.queues.get(topic, {}).values()
+            last = max([used, *(pq.last_batch for pq in queues)])
+            if now - last < idle or any(
+                pq.batches or pq.in_flight or pq.unresolved for pq in queues
+            ):
+                continue
+            del self._kept[topic]
+            client.metadata.untrack([topic])
+            self._topics.pop(topic, None)
+            self._sticky.pop(topic, None)
+            self._metrics.forget_topic(topic)
+            log.debug("topic %r idle for %.0f s: dropped from the producer's metadata", topic, idle)
+        self._idle_timer = loop.call_later(min(idle / 2, 60.0), self._expire_idle_topics)
 
     async def _partition_queue(self, ts: _TopicState, partition: Any) -> PartitionQueue:
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:

@@ -330,6 +330,70 @@ async def test_unknown_topic_without_auto_create_times_out_clearly(
             await p.partitions_for(topic_name)
 
 
+def _metadata_requests(p: Producer) -> list[int]:
+    """Count the producer's Metadata requests from now on: ``[n]``."""
+    meta = p._client.metadata  # type: ignore[union-attr]
+    sent = [0]
+    real = meta._send
+
+    async def counting(request: Any) -> Any:
+        sent[0] += 1
+        return await real(request)
+
+    meta._send = counting  # type: ignore[method-assign]
+    return sent
+
+
+async def test_a_send_to_a_missing_topic_does_not_keep_asking_for_it(
+    kafka: Any, topic_name: str
+) -> None:
+    # It asked for the topic after every answer while it waited (about 6,500 Metadata
+    # requests a second) and then about ten a second for as long as the producer ran.
+    async with producer(
+        kafka, allow_auto_create_topics=False, max_block_ms=1000, retry_backoff_ms=100
+    ) as p:
+        sent = _metadata_requests(p)
+        calls = [p.send(topic_name, b"v"), p.send(topic_name, b"w"), p.partitions_for(topic_name)]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        assert all(isinstance(o, KafkaTimeoutError) for o in outcomes), outcomes
+        assert sent[0] <= 15, sent[0]  # one per retry_backoff, shared by the three calls
+        assert topic_name not in p._client.metadata.tracked  # type: ignore[union-attr]
+        sent[0] = 0
+        await asyncio.sleep(2)
+        assert sent[0] <= 2, sent[0]
+        # asked for again when wanted again
+        await create_topic(kafka.bootstrap_servers, topic_name)
+        assert (await (await p.send(topic_name, b"x"))).offset == 0
+
+
+async def test_a_topic_not_sent_to_for_metadata_max_idle_ms_is_dropped(
+    kafka: Any, topic_name: str
+) -> None:
+    gone, kept = topic_name, topic_name + "-kept"
+    await create_topic(kafka.bootstrap_servers, gone)
+    await create_topic(kafka.bootstrap_servers, kept)
+    async with producer(kafka, metadata_max_idle_ms=5000, linger_ms=0) as p:
+        meta = p._client.metadata  # type: ignore[union-attr]
+        await (await p.send(gone, b"v"))
+        assert gone in meta.tracked
+        assert p.metrics().find("record-send-total", tags={"topic": gone})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while gone in meta.tracked:  # within idle + idle/2 of the last send
+            assert loop.time() < deadline, "an idle topic stayed in the metadata"
+            await (await p.send(kept, b"k"))  # a topic in use stays
+            await asyncio.sleep(0.5)
+        assert kept in meta.tracked
+        assert not p.metrics().find("record-send-total", tags={"topic": gone})
+        assert (await (await p.send(gone, b"again"))).offset == 1  # looked up again
+        assert gone in meta.tracked
+
+
+async def test_metadata_max_idle_ms_has_javas_lower_bound(kafka: Any) -> None:
+    with pytest.raises(KafkaConfigError, match="metadata_max_idle_ms"):
+        producer(kafka, metadata_max_idle_ms=4999)
+
+
 async def test_delivery_callbacks_fire_once_per_record(kafka: Any, topic_name: str) -> None:
     reports: list[RecordMetadata | BaseException] = []
 
