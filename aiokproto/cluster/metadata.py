@@ -141,6 +141,7 @@ class MetadataCache:
         self._retry_backoff_max = max(self._retry_backoff, most / 1000)
         self._last_refresh = -math.inf  # loop time the last refresh ended
         self._last_asked: frozenset[str] | None = frozenset()  # None: all topics
+        self._more = asyncio.Event()  # the next refresh asks for topics the last did not
         self._incomplete = 0  # refreshes in a row that left a tracked topic unusable
         self._auto_create = allow_auto_create_topics
         self.snapshot = ClusterSnapshot()
@@ -213,6 +214,8 @@ class MetadataCache:
             new |= topic not in self._topics or self.snapshot.topics.get(topic) is None
             self._topics[topic] = self._topics.get(topic, 0) + 1
         if new:
+            if self._asks_for_more():
+                self._more.set()
             self.request_refresh()
 
     def untrack(self, topics: Iterable[str]) -> None:
@@ -226,6 +229,7 @@ class MetadataCache:
     def want_all_topics(self, on: bool) -> None:
         self._all_topics += 1 if on else -1
         if on:
+            self._more.set()
             self.request_refresh()
 
     @property
@@ -304,7 +308,12 @@ class MetadataCache:
             # after every answer, some 6,500 Metadata requests a second.
             early = self._last_refresh + self._retry_backoff - loop.time()
             if early > 0 and not self._asks_for_more():
-                await asyncio.sleep(early)
+                self._more.clear()  # set by track(): a new topic cuts the wait short
+                try:
+                    async with asyncio.timeout(early):
+                        await self._more.wait()
+                except TimeoutError:
+                    pass
             self._wake.clear()
             waiters, self._waiters = self._waiters, []
             try:

@@ -568,8 +568,10 @@ class Producer:
         if acc.used + self._reserved + charge > acc.limit or self._space_queue:
             await self._wait_for_space(charge)
             waited = True
-        if waited and (not self._accepting or txn_round != self._txn_round):
-            self._check_after_wait(txn_round)  # stopped, failed or transaction over
+        if waited:
+            if not self._accepting or txn_round != self._txn_round:
+                self._check_after_wait(txn_round)  # stopped, failed or transaction over
+            self._keep(topic)
         if not pq.txn_added:
             self._track(pq)
         batch = pq.open
@@ -734,8 +736,10 @@ class Producer:
         if acc.used + self._reserved + total > acc.limit or self._space_queue:
             await self._wait_for_space(total)
             waited = True
-        if waited and (not self._accepting or txn_round != self._txn_round):
-            self._check_after_wait(txn_round)  # stopped, failed or transaction over
+        if waited:
+            if not self._accepting or txn_round != self._txn_round:
+                self._check_after_wait(txn_round)  # stopped, failed or transaction over
+            self._keep(topic)
         # From here on nothing suspends: the call buffers all of it or (a bug) none.
         for pq in queues:
             if not pq.txn_added:
@@ -779,6 +783,7 @@ class Producer:
             await self._wait_for_space(total)
         if not self._accepting or txn_round != self._txn_round:
             self._check_after_wait(txn_round)
+        self._keep(topic)
         # no suspension from here: every record is buffered, or (a bug) none
         if not pq.txn_added:
             self._track(pq)
@@ -1032,6 +1037,14 @@ class Producer:
         if code in _FATAL_TOPIC_ERRORS and topic not in snapshot.topics:
             raise for_code(code)(f"topic {topic!r}")
         return snapshot
+
+    def _keep(self, topic: str) -> None:
+        """Hold ``topic`` in the metadata again if the idle sweep dropped it while a call
+        waited (for buffer space or a partition) after looking it up."""
+        if topic not in self._kept:
+            assert self._client is not None
+            self._client.metadata.track([topic])
+            self._kept[topic] = asyncio.get_running_loop().time()
 
     def _expire_idle_topics(self) -> None:
         """Forget topics not sent to for ``metadata_max_idle_ms`` (Java's

@@ -9,7 +9,7 @@ import pytest
 
 from aiokproto.errors import KafkaTimeoutError
 from tests.clients import client_for
-from tests.fake_broker import FakeBroker
+from tests.fake_broker import FakeBroker, Received
 
 
 def _metadata_requests(fake: FakeBroker) -> int:
@@ -74,3 +74,30 @@ async def test_a_newly_tracked_topic_is_asked_for_at_once() -> None:
             client.metadata.request_refresh()
             await asyncio.sleep(0.5)
             assert _metadata_requests(fake) == before + 1
+
+
+async def test_a_topic_tracked_during_the_backoff_cuts_it_short() -> None:
+    # found in review: a refresh waiting out the back-off for one missing topic held
+    # back the first lookup of every other new topic
+    async with FakeBroker() as fake:
+        client = client_for(fake.bootstrap, retry_backoff_ms=2000, retry_backoff_max_ms=2000)
+        async with client:
+            loop = asyncio.get_running_loop()
+            client.metadata.track(["x"])
+            waiting = asyncio.ensure_future(
+                client.metadata.wait_for(lambda s: "x" in s.topics, None)
+            )
+            await asyncio.sleep(0.3)  # x was asked for; asking again waits the back-off
+            start = loop.time()
+            client.metadata.track(["y"])
+
+            def asked_for_y(got: list[Received]) -> bool:
+                return any(
+                    r.api_key == 3 and any(t.name == "y" for t in r.request.topics or ())
+                    for r in got
+                )
+
+            async with asyncio.timeout(5):
+                await fake.wait_received(asked_for_y)
+            waiting.cancel()
+    assert loop.time() - start < 1.0
