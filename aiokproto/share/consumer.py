@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 import uuid
@@ -30,6 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from aiokproto.cluster.backoff import Backoff
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.coordinators import GROUP
 from aiokproto.config import split_options
@@ -97,7 +99,16 @@ _SHARE_OPTIONS = frozenset(
     }
 )
 _SESSION_ERRORS = frozenset({ShareSessionNotFoundError.errno, InvalidShareSessionEpochError.errno})
-_BACKOFF_S = 0.2
+
+
+class _Outcome(enum.Enum):
+    """How one exchange with a broker went, for the fetch loop's back-off."""
+
+    OK = "ok"
+    PARTITION_ERRORS = "partition errors"
+    FAILED = "failed"
+
+
 #: ShareFetch errors the application must see (the others start a new session)
 _FATAL_FETCH = frozenset(
     {
@@ -563,6 +574,8 @@ class ShareConsumer:
     async def _heartbeats(self) -> None:
         m = self._member
         client = self._require_client()
+        cfg = self._client_config
+        backoff = Backoff(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
         while True:
             if not m.topics and m.epoch == 0:
                 self._set_assignment()
@@ -575,6 +588,7 @@ class ShareConsumer:
                 continue
             if not m.topics:
                 m.leaving = True
+            joining = m.epoch == 0
             answer = await self._heartbeat_once(client)
             if m.left:
                 m.leaving = False
@@ -582,11 +596,13 @@ class ShareConsumer:
                 self._set_assignment()
                 continue
             if answer is Answer.OK:
+                backoff.succeeded()
                 wait = m.interval_ms / 1000 if m.interval_ms else 1.0
-            elif answer is Answer.FENCED:
-                wait = 0.0
+            elif answer is Answer.FENCED and not joining:
+                wait = 0.0  # rejoin at once; a join fenced again backs off (10k/s before)
             else:
-                wait = _BACKOFF_S
+                backoff.failed(0.0)
+                wait = backoff.delay_s()
             self._wake_heartbeat.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
@@ -714,6 +730,8 @@ class ShareConsumer:
     async def _node_loop(self, node: int) -> None:
         session = self._sessions.setdefault(node, ShareSession())
         gid = self._opts.group_id
+        cfg = self._client_config
+        backoff = Backoff(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
         while True:
             while not self._node_wants(node):
                 if self._state != "running":
@@ -725,15 +743,26 @@ class ShareConsumer:
                 await self._wait_change(0.2)
                 continue
             try:
-                await self._exchange(node, session)
+                outcome = await self._exchange(node, session)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 log.info("share group %r: broker %d: %r; new session", gid, node, exc)
                 self._session_lost(node, session, exc)
                 # the broker may be gone: learn the partitions' new leaders
                 self._require_client().metadata.request_refresh()
-                await asyncio.sleep(_BACKOFF_S)
+                outcome = _Outcome.FAILED
+            # Errors back off, or a broker that keeps answering one got about 10,000
+            # ShareFetches a second: a partition error (leader moved) waits
+            # retry_backoff_ms, not growing, so the node's other partitions go on;
+            # a failed request or session waits longer each time in a row.
+            if outcome is _Outcome.OK:
+                backoff.succeeded()
+            elif outcome is _Outcome.PARTITION_ERRORS:
+                await asyncio.sleep(cfg.retry_backoff_ms / 1000)
+            else:
+                backoff.failed(0.0)
+                await asyncio.sleep(backoff.delay_s())
 
-    async def _exchange(self, node: int, session: ShareSession) -> None:
+    async def _exchange(self, node: int, session: ShareSession) -> _Outcome:
         """One request to ``node``: a ShareFetch when its records are all handed out,
         else a ShareAcknowledge with what is due."""
         wanted = self._leaders().get(node, frozenset())
@@ -748,7 +777,7 @@ class ShareConsumer:
             for flush in flushes:
                 if not flush.future.done():
                     flush.future.set_result(flush.results)
-            return
+            return _Outcome.OK
         # the broker refuses (INVALID_REQUEST) renewals piggybacked on a fetch: a
         # ShareAcknowledge carries them, as in Java's share consumer
         renewing = any(AcknowledgeType.RENEW in a.values() for a in acks.values())
@@ -756,9 +785,9 @@ class ShareConsumer:
             self._inflight[node] = flushes
         try:
             if fetch and not renewing:
-                await self._share_fetch(node, session, wanted, acks, flushes)
-            else:
-                await self._share_acknowledge(node, session, acks, flushes, session.epoch)
+                return await self._share_fetch(node, session, wanted, acks, flushes)
+            await self._share_acknowledge(node, session, acks, flushes, session.epoch)
+            return _Outcome.OK
         except BaseException as exc:
             self._report(acks, flushes, exc if isinstance(exc, Exception) else None, lost=True)
             raise
@@ -819,7 +848,7 @@ class ShareConsumer:
         wanted: frozenset[TopicPartition],
         acks: dict[TopicPartition, dict[int, AcknowledgeType]],
         flushes: list[_Flush],
-    ) -> None:
+    ) -> _Outcome:
         client = self._require_client()
         step = session.plan(wanted, frozenset(acks))
         request = self._fetch_request(step, acks)
@@ -843,8 +872,10 @@ class ShareConsumer:
                 )
                 if response.error_code in _FATAL_FETCH:
                     self._fail(error)
-                await asyncio.sleep(_BACKOFF_S)
-            return
+                return _Outcome.FAILED
+            # a session error on an established session: a new one at once; on a new
+            # session (epoch 0) it is the broker's state, and waiting is all we can do
+            return _Outcome.FAILED if step.epoch == 0 else _Outcome.OK
         session.succeeded(step)
         if response.acquisition_lock_timeout_ms > 0:
             self._lock_timeout_ms = response.acquisition_lock_timeout_ms
@@ -888,9 +919,11 @@ class ShareConsumer:
         for tp in acks:
             results.setdefault(tp, None)
         self._report_results(acks, flushes, results)
+        self._notify()
         if refresh:
             client.metadata.request_refresh()
-        self._notify()
+            return _Outcome.PARTITION_ERRORS
+        return _Outcome.OK
 
     def _acquired(
         self,

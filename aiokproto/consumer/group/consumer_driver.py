@@ -639,7 +639,9 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
             self._answered_at = m.transitions
             return
         timer.failed(loop.time())
-        if event is not Event.FENCED:
+        if event is not Event.FENCED or request.member_epoch == 0:
+            # a fenced member rejoins at once, but a join fenced again waits: a broker
+            # that kept answering so got about 10,700 heartbeats a second
             self._back_off()
         message = response.error_message or ""
         error = for_code(code)(
