@@ -52,6 +52,8 @@ JITTER_LOW: Final = 0.5
 JITTER_HIGH: Final = 1.5
 #: the longest back-off after connection errors in a row
 RETRY_MAX_S: Final = 30.0
+#: the least a client metrics subscription's interval.ms may be (KIP-714)
+MIN_PUSH_INTERVAL_MS: Final = 100
 
 
 class State(enum.Enum):
@@ -109,6 +111,9 @@ _LISTED: Mapping[tuple[State, Input], Transition] = {
     (S.SUBSCRIPTION_IN_PROGRESS, In.SUBSCRIBED): Transition(S.PUSH_NEEDED, Due.JITTERED),
     (S.SUBSCRIPTION_IN_PROGRESS, In.NO_METRICS): Transition(S.SUBSCRIPTION_NEEDED, Due.INTERVAL),
     **{(S.SUBSCRIPTION_IN_PROGRESS, i): t for i, t in _ERRORS_IN_FLIGHT.items()},
+    # "subscribe again" in answer to a subscription request: not at once, or a broker
+    # that kept answering so got about 12,900 requests a second
+    (S.SUBSCRIPTION_IN_PROGRESS, In.RESUBSCRIBE): Transition(S.SUBSCRIPTION_NEEDED, Due.RETRY),
     (S.SUBSCRIPTION_IN_PROGRESS, In.CLOSE): Transition(S.TERMINATED),
     (S.PUSH_NEEDED, In.SEND): Transition(S.PUSH_IN_PROGRESS),
     (S.PUSH_NEEDED, In.CLOSE): Transition(S.TERMINATING_PUSH_NEEDED, Due.NOW),
@@ -163,6 +168,8 @@ class Subscription:
         # the broker's interval, or Java's default for a missing or invalid one
         if self.push_interval_ms <= 0:
             object.__setattr__(self, "push_interval_ms", DEFAULT_PUSH_INTERVAL_MS)
+        elif self.push_interval_ms < MIN_PUSH_INTERVAL_MS:  # below what a broker may set
+            object.__setattr__(self, "push_interval_ms", MIN_PUSH_INTERVAL_MS)
         object.__setattr__(self, "selector", MetricSelector.from_requested(self.requested_metrics))
 
 
@@ -206,7 +213,7 @@ class TelemetryMachine:
         """Apply ``event`` at ``now``; returns the transition taken."""
         step = TABLE[(self.state, event)]
         if step.state is not self.state or step.due is not Due.KEEP:
-            if event is In.CONNECTION_ERROR:
+            if event in (In.CONNECTION_ERROR, In.RESUBSCRIBE):
                 self.failures += 1
             elif event in (In.SUBSCRIBED, In.NO_METRICS, In.PUSHED):
                 self.failures = 0

@@ -24,6 +24,7 @@ from aiokproto.cluster.coordinators import GROUP, TRANSACTION
 from aiokproto.config import ClientConfig
 from aiokproto.errors import (
     CommitFailedError,
+    ConcurrentTransactionsError,
     FencedInstanceIdError,
     IllegalGenerationError,
     IllegalStateError,
@@ -70,6 +71,7 @@ _TXN_OFFSET_COMMIT_V1_MAX = 4
 #: CONCURRENT_TRANSACTIONS right after a commit clears within milliseconds: retry
 #: AddPartitionsToTxn soon rather than after the full back-off (as Java does)
 _ADD_PARTITIONS_RETRY_S = 0.02
+_CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.errno
 _MEMBER_ERRORS = frozenset(
     {UnknownMemberIdError.errno, IllegalGenerationError.errno, FencedInstanceIdError.errno}
 )
@@ -485,6 +487,7 @@ class TransactionManager:
         while True:
             attempts += 1
             kind: Kind
+            code = 0
             try:
                 broker = await coordinators.find(key_type, key)
                 conn = await self._client.connection(broker.node_id)
@@ -523,7 +526,11 @@ class TransactionManager:
                 raise error
             if kind is Kind.COORDINATOR_MOVED:
                 coordinators.invalidate(key_type, key)
-            delay = retry_s if retry_s is not None else backoff_s(self._config, attempts)
+            # the short retry is for CONCURRENT_TRANSACTIONS only, and only for a while:
+            # every retriable error got it, and a coordinator that kept answering so got
+            # about 50 requests a second until max_block_ms
+            fast = retry_s is not None and code == _CONCURRENT_TRANSACTIONS and attempts <= 10
+            delay = retry_s if fast and retry_s is not None else backoff_s(self._config, attempts)
             if self._loop.time() + delay >= deadline:
                 raise KafkaTimeoutError(
                     f"{what} did not succeed within max_block_ms={self._opts.max_block_ms}; "

@@ -49,6 +49,9 @@ EXPECTED: dict[tuple[State, Input], tuple[State, Due]] = {
     (S.SUBSCRIPTION_IN_PROGRESS, In.SUBSCRIBED): (S.PUSH_NEEDED, Due.JITTERED),
     (S.SUBSCRIPTION_IN_PROGRESS, In.NO_METRICS): (S.SUBSCRIPTION_NEEDED, Due.INTERVAL),
     **{(S.SUBSCRIPTION_IN_PROGRESS, i): v for i, v in IN_FLIGHT_FAILURES.items()},
+    # a subscription request answered "subscribe again" retries with back-off, not at
+    # once (a broker answering so forever got ~12,900 requests a second)
+    (S.SUBSCRIPTION_IN_PROGRESS, In.RESUBSCRIBE): (S.SUBSCRIPTION_NEEDED, Due.RETRY),
     (S.SUBSCRIPTION_IN_PROGRESS, In.CLOSE): (S.TERMINATED, Due.KEEP),
     (S.PUSH_NEEDED, In.SEND): (S.PUSH_IN_PROGRESS, Due.KEEP),
     (S.PUSH_NEEDED, In.CLOSE): (S.TERMINATING_PUSH_NEEDED, Due.NOW),
@@ -218,3 +221,20 @@ def test_a_failed_terminating_push_still_terminates() -> None:
     m.feed(In.SEND, 0.1)
     m.error(ThrottlingQuotaExceededError.errno, 0.2)
     assert m.terminated
+
+
+def test_a_subscription_answered_resubscribe_backs_off_growing() -> None:
+    machine = TelemetryMachine(retry_s=1.0, uniform=lambda lo, hi: hi)
+    now, waits = 0.0, []
+    for _ in range(4):
+        machine.feed(In.SEND, now)
+        machine.error(UnknownSubscriptionIdError.errno, now)
+        waits.append(machine.delay(now))
+        now = machine.next_at
+    assert waits == [1.0, 2.0, 4.0, 8.0]
+
+
+def test_a_push_interval_below_the_kip714_minimum_is_raised_to_it() -> None:
+    assert _subscription(interval_ms=1).push_interval_ms == 100
+    assert _subscription(interval_ms=0).push_interval_ms == DEFAULT_PUSH_INTERVAL_MS
+    assert _subscription(interval_ms=250).push_interval_ms == 250
