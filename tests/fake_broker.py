@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,12 @@ from aiokproto.protocol.messages.api_versions import (
     ApiVersionsResponse,
     ApiVersionsResponseApiVersion,
 )
-from aiokproto.protocol.messages.metadata import MetadataResponse, MetadataResponseBroker
+from aiokproto.protocol.messages.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 
 #: GetTelemetrySubscriptions and PushTelemetry: like a real broker without a telemetry
 #: exporter plugin, the fake does not offer them (clients then push no KIP-714 metrics)
@@ -170,3 +176,28 @@ class FakeBroker:
                 await writer.drain()
         except ConnectionError:
             pass
+
+
+def metadata_naming(fake: FakeBroker, topics: Mapping[str, uuid.UUID]) -> MetadataResponse:
+    """A Metadata answer: ``fake`` is the only broker, controller and the leader of
+    partition 0 of each of ``topics`` (name -> topic id)."""
+    return MetadataResponse(
+        brokers=[MetadataResponseBroker(node_id=fake.node_id, host=fake.host, port=fake.port)],
+        cluster_id="fake",
+        controller_id=fake.node_id,
+        topics=[
+            MetadataResponseTopic(
+                name=name,
+                topic_id=topic_id,
+                partitions=[
+                    MetadataResponsePartition(
+                        partition_index=0,
+                        leader_id=fake.node_id,
+                        replica_nodes=[fake.node_id],
+                        isr_nodes=[fake.node_id],
+                    )
+                ],
+            )
+            for name, topic_id in topics.items()
+        ],
+    )

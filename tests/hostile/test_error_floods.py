@@ -29,12 +29,6 @@ from aiokproto.protocol.messages.find_coordinator import (
 from aiokproto.protocol.messages.init_producer_id import InitProducerIdResponse
 from aiokproto.protocol.messages.join_group import JoinGroupResponse, JoinGroupResponseMember
 from aiokproto.protocol.messages.leave_group import LeaveGroupResponse
-from aiokproto.protocol.messages.metadata import (
-    MetadataResponse,
-    MetadataResponseBroker,
-    MetadataResponsePartition,
-    MetadataResponseTopic,
-)
 from aiokproto.protocol.messages.share_acknowledge import ShareAcknowledgeResponse
 from aiokproto.protocol.messages.share_fetch import (
     ShareFetchableTopicResponse,
@@ -47,7 +41,7 @@ from aiokproto.protocol.messages.share_group_heartbeat import (
     ShareGroupHeartbeatResponseTopicPartitions,
 )
 from aiokproto.protocol.messages.sync_group import SyncGroupResponse
-from tests.fake_broker import FakeBroker, Received, Reply
+from tests.fake_broker import FakeBroker, Received, Reply, metadata_naming
 
 TOPIC, TOPIC_ID = "t", uuid.UUID(int=0x1234)
 NOT_LEADER, UNKNOWN_MEMBER, FENCED = 6, 25, 110
@@ -61,24 +55,7 @@ def _cluster(answers: dict[int, Callable[[Received], Any]]) -> FakeBroker:
         if rec.api_key in answers:
             return Reply(response=answers[rec.api_key](rec))
         if rec.api_key == 3:
-            return Reply(
-                response=MetadataResponse(
-                    brokers=[MetadataResponseBroker(node_id=1, host=fake.host, port=fake.port)],
-                    cluster_id="fake",
-                    controller_id=1,
-                    topics=[
-                        MetadataResponseTopic(
-                            name=TOPIC,
-                            topic_id=TOPIC_ID,
-                            partitions=[
-                                MetadataResponsePartition(
-                                    partition_index=0, leader_id=1, replica_nodes=[1], isr_nodes=[1]
-                                )
-                            ],
-                        )
-                    ],
-                )
-            )
+            return Reply(response=metadata_naming(fake, {TOPIC: TOPIC_ID}))
         if rec.api_key == 10:
             return Reply(
                 response=FindCoordinatorResponse(
@@ -137,18 +114,24 @@ async def _poll(consumer: Any) -> None:
         await consumer.getmany(timeout_ms=200)
 
 
-async def test_a_share_fetch_partition_error_waits_retry_backoff() -> None:
-    fake = _cluster({76: _share_member, 78: _not_leader, 79: lambda r: ShareAcknowledgeResponse()})
-    async with (
-        fake,
-        ShareConsumer(TOPIC, bootstrap_servers=fake.bootstrap, group_id="g", **BACKOFF) as sc,
-    ):
-        poller = asyncio.ensure_future(_poll(sc))
+async def _asked_while_polling(fake: FakeBroker, make: Callable[[str], Any], api_key: int) -> int:
+    """Requests of ``api_key`` in 2 s (after 0.5 s) while a consumer polls."""
+    async with fake, make(fake.bootstrap) as consumer:
+        poller = asyncio.ensure_future(_poll(consumer))
         try:
             await asyncio.sleep(0.5)
-            fetches = await _count_for(fake, 78, 2.0)
+            return await _count_for(fake, api_key, 2.0)
         finally:
             poller.cancel()
+
+
+def _share(bootstrap: str) -> ShareConsumer:
+    return ShareConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="g", **BACKOFF)
+
+
+async def test_a_share_fetch_partition_error_waits_retry_backoff() -> None:
+    fake = _cluster({76: _share_member, 78: _not_leader, 79: lambda r: ShareAcknowledgeResponse()})
+    fetches = await _asked_while_polling(fake, _share, 78)
     assert 5 <= fetches <= 30, fetches  # about 10 a second: one per retry_backoff_ms
 
 
@@ -157,17 +140,7 @@ async def test_a_share_member_fenced_at_every_join_backs_off(code: int) -> None:
     def fenced(rec: Received) -> ShareGroupHeartbeatResponse:
         return ShareGroupHeartbeatResponse(error_code=code, member_id=rec.request.member_id)
 
-    fake = _cluster({76: fenced})
-    async with (
-        fake,
-        ShareConsumer(TOPIC, bootstrap_servers=fake.bootstrap, group_id="g", **BACKOFF) as sc,
-    ):
-        poller = asyncio.ensure_future(_poll(sc))
-        try:
-            await asyncio.sleep(0.5)
-            beats = await _count_for(fake, 76, 2.0)
-        finally:
-            poller.cancel()
+    beats = await _asked_while_polling(_cluster({76: fenced}), _share, 76)
     assert 1 <= beats <= 12, beats  # growing to one a second
 
 
@@ -176,23 +149,12 @@ async def test_a_kip848_member_fenced_at_every_join_backs_off(code: int) -> None
     def fenced(rec: Received) -> ConsumerGroupHeartbeatResponse:
         return ConsumerGroupHeartbeatResponse(error_code=code, member_id=rec.request.member_id)
 
-    fake = _cluster({68: fenced})
-    async with (
-        fake,
-        Consumer(
-            TOPIC,
-            bootstrap_servers=fake.bootstrap,
-            group_id="g",
-            group_protocol="consumer",
-            **BACKOFF,
-        ) as c,
-    ):
-        poller = asyncio.ensure_future(_poll(c))
-        try:
-            await asyncio.sleep(0.5)
-            beats = await _count_for(fake, 68, 2.0)
-        finally:
-            poller.cancel()
+    def member(bootstrap: str) -> Consumer:
+        return Consumer(
+            TOPIC, bootstrap_servers=bootstrap, group_id="g", group_protocol="consumer", **BACKOFF
+        )
+
+    beats = await _asked_while_polling(_cluster({68: fenced}), member, 68)
     assert 1 <= beats <= 12, beats
 
 
@@ -228,16 +190,11 @@ async def test_a_classic_rebalance_that_keeps_failing_backs_off(
             14: lambda r: SyncGroupResponse(error_code=sync_code or 0),
         }
     )
-    async with (
-        fake,
-        Consumer(TOPIC, bootstrap_servers=fake.bootstrap, group_id="g", **BACKOFF) as c,
-    ):
-        poller = asyncio.ensure_future(_poll(c))
-        try:
-            await asyncio.sleep(0.5)
-            joins = await _count_for(fake, 11, 2.0)
-        finally:
-            poller.cancel()
+
+    def member(bootstrap: str) -> Consumer:
+        return Consumer(TOPIC, bootstrap_servers=bootstrap, group_id="g", **BACKOFF)
+
+    joins = await _asked_while_polling(fake, member, 11)
     assert 1 <= joins <= 12, joins
 
 

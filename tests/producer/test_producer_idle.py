@@ -8,18 +8,12 @@ import uuid
 
 from aiokproto.producer import Producer
 from aiokproto.protocol.messages.init_producer_id import InitProducerIdResponse
-from aiokproto.protocol.messages.metadata import (
-    MetadataResponse,
-    MetadataResponseBroker,
-    MetadataResponsePartition,
-    MetadataResponseTopic,
-)
 from aiokproto.protocol.messages.produce import (
     ProduceResponse,
     ProduceResponsePartitionProduceResponse,
     ProduceResponseTopicProduceResponse,
 )
-from tests.fake_broker import FakeBroker, Received, Reply
+from tests.fake_broker import FakeBroker, Received, Reply, metadata_naming
 
 _IDS = {"a": uuid.UUID(int=1), "b": uuid.UUID(int=2)}
 _NAMES = {v: k for k, v in _IDS.items()}
@@ -33,29 +27,9 @@ async def test_the_idle_sweep_leaves_a_topic_a_waiting_send_looked_up() -> None:
 
     async def script(rec: Received) -> Reply | None:
         if rec.api_key == 3:
-            names = (
-                list(_IDS) if rec.request.topics is None else [t.name for t in rec.request.topics]
-            )
-            return Reply(
-                response=MetadataResponse(
-                    brokers=[MetadataResponseBroker(node_id=1, host=fake.host, port=fake.port)],
-                    cluster_id="fake",
-                    controller_id=1,
-                    topics=[
-                        MetadataResponseTopic(
-                            name=n,
-                            topic_id=_IDS[n],
-                            partitions=[
-                                MetadataResponsePartition(
-                                    partition_index=0, leader_id=1, replica_nodes=[1], isr_nodes=[1]
-                                )
-                            ],
-                        )
-                        for n in names
-                        if n in _IDS
-                    ],
-                )
-            )
+            asked = rec.request.topics
+            names = list(_IDS) if asked is None else [t.name for t in asked if t.name in _IDS]
+            return Reply(response=metadata_naming(fake, {n: _IDS[n] for n in names}))
         if rec.api_key == 22:
             return Reply(response=InitProducerIdResponse(producer_id=7, producer_epoch=0))
         if rec.api_key == 0:
