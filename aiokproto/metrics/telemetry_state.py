@@ -213,7 +213,9 @@ class TelemetryMachine:
         """Apply ``event`` at ``now``; returns the transition taken."""
         step = TABLE[(self.state, event)]
         if step.state is not self.state or step.due is not Due.KEEP:
-            if event in (In.CONNECTION_ERROR, In.RESUBSCRIBE):
+            if event is In.CONNECTION_ERROR or (
+                event is In.RESUBSCRIBE and self.state is S.SUBSCRIPTION_IN_PROGRESS
+            ):
                 self.failures += 1
             elif event in (In.SUBSCRIBED, In.NO_METRICS, In.PUSHED):
                 self.failures = 0

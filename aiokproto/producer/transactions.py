@@ -72,6 +72,7 @@ _TXN_OFFSET_COMMIT_V1_MAX = 4
 #: AddPartitionsToTxn soon rather than after the full back-off (as Java does)
 _ADD_PARTITIONS_RETRY_S = 0.02
 _CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.errno
+_FAST_RETRIES = 10
 _MEMBER_ERRORS = frozenset(
     {UnknownMemberIdError.errno, IllegalGenerationError.errno, FencedInstanceIdError.errno}
 )
@@ -529,8 +530,12 @@ class TransactionManager:
             # the short retry is for CONCURRENT_TRANSACTIONS only, and only for a while:
             # every retriable error got it, and a coordinator that kept answering so got
             # about 50 requests a second until max_block_ms
-            fast = retry_s is not None and code == _CONCURRENT_TRANSACTIONS and attempts <= 10
-            delay = retry_s if fast and retry_s is not None else backoff_s(self._config, attempts)
+            concurrent = retry_s is not None and code == _CONCURRENT_TRANSACTIONS
+            if concurrent and retry_s is not None and attempts <= _FAST_RETRIES:
+                delay = retry_s
+            else:  # after the fast retries, the back-off grows from retry_backoff_ms
+                counted = attempts - _FAST_RETRIES if concurrent else attempts
+                delay = backoff_s(self._config, counted)
             if self._loop.time() + delay >= deadline:
                 raise KafkaTimeoutError(
                     f"{what} did not succeed within max_block_ms={self._opts.max_block_ms}; "

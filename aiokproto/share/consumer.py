@@ -757,10 +757,20 @@ class ShareConsumer:
             if outcome is _Outcome.OK:
                 backoff.succeeded()
             elif outcome is _Outcome.PARTITION_ERRORS:
-                await asyncio.sleep(cfg.retry_backoff_ms / 1000)
+                await self._pause(node, cfg.retry_backoff_ms / 1000)
             else:
                 backoff.failed(0.0)
-                await asyncio.sleep(backoff.delay_s())
+                await self._pause(node, backoff.delay_s())
+
+    async def _pause(self, node: int, seconds: float) -> None:
+        """Back off, but not past a stop() or a commit() waiting for ``node``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while self._state == "running" and not self._flushes.get(node):
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            await self._wait_change(left)
 
     async def _exchange(self, node: int, session: ShareSession) -> _Outcome:
         """One request to ``node``: a ShareFetch when its records are all handed out,

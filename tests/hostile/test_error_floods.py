@@ -195,7 +195,9 @@ async def test_a_classic_rebalance_that_keeps_failing_backs_off(
         return Consumer(TOPIC, bootstrap_servers=bootstrap, group_id="g", **BACKOFF)
 
     joins = await _asked_while_polling(fake, member, 11)
-    assert 1 <= joins <= 12, joins
+    # one per retry_backoff_ms from the fifth JoinGroup in a row: a real broker holds
+    # JoinGroup until the group rejoined, so a rebalance round is not slowed
+    assert 1 <= joins <= 25, joins
 
 
 @pytest.mark.parametrize("code", [14, 51], ids=["coordinator-loading", "concurrent-transactions"])
@@ -235,3 +237,108 @@ async def test_add_partitions_to_txn_answered_retriable_backs_off(code: int) -> 
         finally:
             await p.stop(timeout_ms=500)
     assert 1 <= adds <= 12, adds
+
+
+# -- the back-offs above must not slow what goes right (found in review) ------------------
+
+
+async def test_a_rebalance_whose_sync_asks_to_rejoin_a_few_times_is_not_slowed() -> None:
+    # members joining one after another: SyncGroup answers REBALANCE_IN_PROGRESS until
+    # the last one is in; Java rejoins at once, and so do we for a few rounds
+    syncs = 0
+    done = asyncio.Event()
+
+    def join(rec: Received) -> JoinGroupResponse:
+        if not rec.request.member_id:
+            return JoinGroupResponse(error_code=79, member_id="m1")  # MEMBER_ID_REQUIRED
+        return _joined(rec)
+
+    def sync(rec: Received) -> SyncGroupResponse:
+        nonlocal syncs
+        syncs += 1
+        if syncs <= 3:
+            return SyncGroupResponse(error_code=27)
+        done.set()
+        return SyncGroupResponse(
+            protocol_type="consumer",
+            protocol_name=rec.request.protocol_name,
+            assignment=next(a.assignment for a in rec.request.assignments if a.member_id == "m1"),
+        )
+
+    fake = _cluster({11: join, 13: lambda r: LeaveGroupResponse(), 14: sync})
+    async with fake, Consumer(TOPIC, bootstrap_servers=fake.bootstrap, group_id="g") as c:
+        poller = asyncio.ensure_future(_poll(c))
+        try:
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            async with asyncio.timeout(5):
+                await done.wait()
+            took = loop.time() - start
+        finally:
+            poller.cancel()
+    assert took < 0.2, took  # before: 0.28 s (100 + 200 ms of back-off)
+
+
+async def test_stop_is_not_held_back_by_the_share_fetch_backoff() -> None:
+    def failing(rec: Received) -> ShareFetchResponse:
+        return ShareFetchResponse(error_code=-1)  # UNKNOWN_SERVER_ERROR: grows the back-off
+
+    fake = _cluster({76: _share_member, 78: failing, 79: lambda r: ShareAcknowledgeResponse()})
+    async with fake:
+        sc = ShareConsumer(TOPIC, bootstrap_servers=fake.bootstrap, group_id="g", **BACKOFF)
+        await sc.start()
+        poller = asyncio.ensure_future(_poll(sc))
+        await asyncio.sleep(0.9)  # the back-off is at 400-800 ms now
+        poller.cancel()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await sc.stop()
+        took = loop.time() - start
+    assert took < 0.3, took
+
+
+async def test_concurrent_transactions_that_clear_soon_cost_little() -> None:
+    # the previous transaction's markers take 250 ms: after ten 20 ms retries the
+    # back-off grows from retry_backoff_ms, not from its maximum
+    first: list[float] = []
+    added = asyncio.Event()
+
+    def add_partitions(rec: Received) -> AddPartitionsToTxnResponse:
+        now = asyncio.get_running_loop().time()
+        first[:] = first or [now]
+        code = 51 if now - first[0] < 0.25 else 0
+        if not code:
+            added.set()
+        return AddPartitionsToTxnResponse(
+            results_by_topic_v3_and_below=[
+                AddPartitionsToTxnTopicResult(
+                    name=t.name,
+                    results_by_partition=[
+                        AddPartitionsToTxnPartitionResult(
+                            partition_index=p, partition_error_code=code
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in rec.request.v3_and_below_topics
+            ]
+        )
+
+    fake = _cluster(
+        {
+            22: lambda r: InitProducerIdResponse(producer_id=7, producer_epoch=0),
+            24: add_partitions,
+        }
+    )
+    async with fake:
+        p = Producer(bootstrap_servers=fake.bootstrap, transactional_id="tx", **BACKOFF)
+        await p.start()
+        try:
+            await p.begin_transaction()
+            await p.send(TOPIC, b"x", partition=0)
+            async with asyncio.timeout(5):
+                await added.wait()
+            took = asyncio.get_running_loop().time() - first[0]
+        finally:
+            await p.stop(timeout_ms=500)
+    assert took < 0.6, took

@@ -238,3 +238,13 @@ def test_a_push_interval_below_the_kip714_minimum_is_raised_to_it() -> None:
     assert _subscription(interval_ms=1).push_interval_ms == 100
     assert _subscription(interval_ms=0).push_interval_ms == DEFAULT_PUSH_INTERVAL_MS
     assert _subscription(interval_ms=250).push_interval_ms == 250
+
+
+def test_a_resubscribe_after_a_push_does_not_lengthen_the_connection_back_off() -> None:
+    machine = TelemetryMachine(retry_s=1.0, uniform=lambda lo, hi: hi)
+    machine.state = S.PUSH_IN_PROGRESS
+    machine.error(UnknownSubscriptionIdError.errno, 0.0)  # resubscribe at once, as KIP-714
+    assert machine.delay(0.0) == 0.0
+    machine.feed(In.SEND, 0.0)
+    machine.feed(In.CONNECTION_ERROR, 0.0)
+    assert machine.delay(0.0) == 1.0  # the first failure's back-off, not the second's

@@ -87,6 +87,9 @@ from aiokproto.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
+#: JoinGroups in a row without a completed SyncGroup after which rejoins are paced
+_PACED_FROM = 5
+
 
 @dataclass(slots=True)
 class _Answer:
@@ -135,6 +138,7 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
         self._joined_version = -1
         self._join: JoinGroupResponse | None = None  # the last successful answer
         self._joins_in_a_row = 0  # JoinGroups sent since the last completed SyncGroup
+        self._last_join_at = 0.0  # loop time the last JoinGroup was sent
         self._leader_counts: dict[str, int] | None = None
         #: how many times this member ran the assignor as the group's leader
         self.assignments_led = 0
@@ -607,6 +611,7 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
         elif kind is EffectKind.SEND_SYNC:
             return await self._sync_group()
         elif kind is EffectKind.SEND_LEAVE:
+            self._joins_in_a_row = 0  # a later join starts a new count
             await self._leave_group(effect.member_id)
         elif kind is EffectKind.FIND_COORDINATOR:
             self._forget_coordinator()
@@ -659,6 +664,7 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
         )
         request = join_request(cfg, self._assignors, topics, m.member_id, m.generation, m.owned)
         self._joins_in_a_row += 1
+        self._last_join_at = asyncio.get_running_loop().time()
         try:
             node = await self._coordinator()
             conn = await self._client.connection(node, "group")
@@ -677,6 +683,7 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
             )
             return _Answer(Input.JOIN_RETRY)
         if inp is Input.JOINED:
+            self._backoff.succeeded()
             self._join = response
             leader = response.leader == response.member_id
             log.info(
@@ -700,12 +707,15 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
 
     async def _pace_rejoin(self) -> None:
         """Rejoin at once after a join or sync answer that asks for it (as Java does),
-        but back off from the third JoinGroup without a completed sync: a broker that
-        kept answering so got about 9,500 JoinGroups a second at 100% CPU."""
-        if self._joins_in_a_row >= 3:
+        but from the fifth JoinGroup without a completed sync, not sooner than
+        retry_backoff_ms after the last one: a broker that kept answering so got about
+        9,500 JoinGroups a second at 100% CPU. A real rebalance is not slowed: the
+        broker holds each JoinGroup until the group has rejoined."""
+        if self._joins_in_a_row >= _PACED_FROM:
             loop = asyncio.get_running_loop()
-            self._backoff.failed(loop.time())
-            await asyncio.sleep(max(0.0, self._backoff.not_before - loop.time()))
+            wait = self._last_join_at + self._client.config.retry_backoff_ms / 1000 - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
 
     def _assignor_named(self, name: str | None) -> Assignor | None:
         for a in self._assignors:
@@ -760,7 +770,6 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
                 names(sorted(assignment.partitions)) or "nothing",
             )
             self._joins_in_a_row = 0
-            self._backoff.succeeded()
             return _Answer(inp, assignment=assignment.partitions)
         if inp is Input.FATAL:
             return _Answer(inp, error=describe_error(code, "SyncGroup", self.config))
