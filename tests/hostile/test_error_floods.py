@@ -200,32 +200,34 @@ async def test_a_classic_rebalance_that_keeps_failing_backs_off(
     assert 1 <= joins <= 25, joins
 
 
+def _producer_id(rec: Received) -> InitProducerIdResponse:
+    return InitProducerIdResponse(producer_id=7, producer_epoch=0)
+
+
+def _partitions_added(rec: Received, code: int) -> AddPartitionsToTxnResponse:
+    """An AddPartitionsToTxn answer with ``code`` for every partition asked for."""
+    return AddPartitionsToTxnResponse(
+        results_by_topic_v3_and_below=[
+            AddPartitionsToTxnTopicResult(
+                name=t.name,
+                results_by_partition=[
+                    AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
+                    for p in t.partitions
+                ],
+            )
+            for t in rec.request.v3_and_below_topics
+        ]
+    )
+
+
 @pytest.mark.parametrize("code", [14, 51], ids=["coordinator-loading", "concurrent-transactions"])
 async def test_add_partitions_to_txn_answered_retriable_backs_off(code: int) -> None:
     # every retriable answer was retried after 20 ms (meant for CONCURRENT_TRANSACTIONS
     # right after a commit), about 50 requests a second until max_block_ms
     def add_partitions(rec: Received) -> AddPartitionsToTxnResponse:
-        return AddPartitionsToTxnResponse(
-            results_by_topic_v3_and_below=[
-                AddPartitionsToTxnTopicResult(
-                    name=t.name,
-                    results_by_partition=[
-                        AddPartitionsToTxnPartitionResult(
-                            partition_index=p, partition_error_code=code
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in rec.request.v3_and_below_topics
-            ]
-        )
+        return _partitions_added(rec, code)
 
-    fake = _cluster(
-        {
-            22: lambda r: InitProducerIdResponse(producer_id=7, producer_epoch=0),
-            24: add_partitions,
-        }
-    )
+    fake = _cluster({22: _producer_id, 24: add_partitions})
     async with fake:
         p = Producer(bootstrap_servers=fake.bootstrap, transactional_id="tx", **BACKOFF)
         await p.start()
@@ -309,27 +311,9 @@ async def test_concurrent_transactions_that_clear_soon_cost_little() -> None:
         code = 51 if now - first[0] < 0.25 else 0
         if not code:
             added.set()
-        return AddPartitionsToTxnResponse(
-            results_by_topic_v3_and_below=[
-                AddPartitionsToTxnTopicResult(
-                    name=t.name,
-                    results_by_partition=[
-                        AddPartitionsToTxnPartitionResult(
-                            partition_index=p, partition_error_code=code
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in rec.request.v3_and_below_topics
-            ]
-        )
+        return _partitions_added(rec, code)
 
-    fake = _cluster(
-        {
-            22: lambda r: InitProducerIdResponse(producer_id=7, producer_epoch=0),
-            24: add_partitions,
-        }
-    )
+    fake = _cluster({22: _producer_id, 24: add_partitions})
     async with fake:
         p = Producer(bootstrap_servers=fake.bootstrap, transactional_id="tx", **BACKOFF)
         await p.start()
