@@ -360,7 +360,8 @@ async def test_a_send_to_a_missing_topic_does_not_keep_asking_for_it(
         assert topic_name not in p._client.metadata.tracked  # type: ignore[union-attr]
         sent[0] = 0
         await asyncio.sleep(2)
-        assert sent[0] <= 2, sent[0]
+        # a poll already scheduled and the calls' last wake-ups; before: 20 (10 a second)
+        assert sent[0] <= 4, sent[0]
         # asked for again when wanted again
         await create_topic(kafka.bootstrap_servers, topic_name)
         assert (await (await p.send(topic_name, b"x"))).offset == 0
