@@ -4,6 +4,17 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class RetrySettings(Protocol):
+    """The two options every retry back-off is made from (``ClientConfig`` has them)."""
+
+    @property
+    def retry_backoff_ms(self) -> int: ...
+
+    @property
+    def retry_backoff_max_ms(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -14,6 +25,11 @@ class Backoff:
     max_ms: int
     failures: int = 0
     not_before: float = 0.0  # loop time before which no new attempt should start
+
+    @classmethod
+    def for_retries(cls, config: RetrySettings) -> Backoff:
+        """``retry_backoff_ms`` doubling up to ``retry_backoff_max_ms``."""
+        return cls(config.retry_backoff_ms, config.retry_backoff_max_ms)
 
     def delay_s(self, rng: random.Random | None = None) -> float:
         if self.failures == 0:

@@ -131,14 +131,13 @@ class MetadataCache:
         *,
         max_age_ms: int,
         retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
         allow_auto_create_topics: bool,
-        retry_backoff_max_ms: int | None = None,
     ) -> None:
         self._send = send
         self._max_age = max_age_ms / 1000
         self._retry_backoff = retry_backoff_ms / 1000
-        most = retry_backoff_ms if retry_backoff_max_ms is None else retry_backoff_max_ms
-        self._retry_backoff_max = max(self._retry_backoff, most / 1000)
+        self._retry_backoff_max = max(retry_backoff_ms, retry_backoff_max_ms) / 1000
         self._last_refresh = -math.inf  # loop time the last refresh ended
         self._last_asked: frozenset[str] | None = frozenset()  # None: all topics
         self._more = asyncio.Event()  # the next refresh asks for topics the last did not

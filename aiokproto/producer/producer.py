@@ -381,8 +381,7 @@ class Producer:
         )
         await self._telemetry.start()
         self._running = True
-        idle = self.options.metadata_max_idle_ms / 1000
-        self._idle_timer = loop.call_later(min(idle / 2, 60.0), self._expire_idle_topics)
+        self._schedule_idle_sweep()
         # a transactional producer accepts records only inside a transaction
         self._accepting = txn is None
         self._plain = self._accepting and self._no_serializers()
@@ -995,9 +994,8 @@ class Producer:
                 sticky = self._sticky[topic] = StickyPartitioner(self.options.batch_size)
             ts = _TopicState(topic, snapshot, acc, sticky)
             self._topics[topic] = ts
-            if topic not in self._kept:
-                meta.track([topic])
-            self._kept[topic] = asyncio.get_running_loop().time()
+            self._keep(topic)
+            self._kept[topic] = asyncio.get_running_loop().time()  # looked up now
             return ts
         finally:
             meta.untrack([topic])
@@ -1039,8 +1037,8 @@ class Producer:
         return snapshot
 
     def _keep(self, topic: str) -> None:
-        """Hold ``topic`` in the metadata again if the idle sweep dropped it while a call
-        waited (for buffer space or a partition) after looking it up."""
+        """The producer's own hold on ``topic`` in the metadata, taken once; taken again
+        after a wait if the idle sweep dropped it meanwhile."""
         if topic not in self._kept:
             assert self._client is not None
             self._client.metadata.track([topic])
@@ -1054,8 +1052,7 @@ class Producer:
         acc, client = self._acc, self._client
         if not self._running or acc is None or client is None:
             return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = asyncio.get_running_loop().time()
         idle = self.options.metadata_max_idle_ms / 1000
         for topic, used in list(self._kept.items()):
             queues = acc.queues.get(topic, {}).values()
@@ -1070,6 +1067,11 @@ class Producer:
             self._sticky.pop(topic, None)
             self._metrics.forget_topic(topic)
             log.debug("topic %r idle for %.0f s: dropped from the producer's metadata", topic, idle)
+        self._schedule_idle_sweep()
+
+    def _schedule_idle_sweep(self) -> None:
+        idle = self.options.metadata_max_idle_ms / 1000
+        loop = asyncio.get_running_loop()
         self._idle_timer = loop.call_later(min(idle / 2, 60.0), self._expire_idle_topics)
 
     async def _partition_queue(self, ts: _TopicState, partition: Any) -> PartitionQueue:

@@ -574,8 +574,7 @@ class ShareConsumer:
     async def _heartbeats(self) -> None:
         m = self._member
         client = self._require_client()
-        cfg = self._client_config
-        backoff = Backoff(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
+        backoff = Backoff.for_retries(self._client_config)
         while True:
             if not m.topics and m.epoch == 0:
                 self._set_assignment()
@@ -731,7 +730,7 @@ class ShareConsumer:
         session = self._sessions.setdefault(node, ShareSession())
         gid = self._opts.group_id
         cfg = self._client_config
-        backoff = Backoff(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
+        backoff = Backoff.for_retries(cfg)
         while True:
             while not self._node_wants(node):
                 if self._state != "running":

@@ -9,8 +9,9 @@ join, a classic rebalance whose SyncGroup or JoinGroup keeps asking to rejoin.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -200,6 +201,21 @@ async def test_a_classic_rebalance_that_keeps_failing_backs_off(
     assert 1 <= joins <= 25, joins
 
 
+@contextlib.asynccontextmanager
+async def _sending_in_a_transaction(fake: FakeBroker) -> AsyncIterator[None]:
+    """A transactional producer on ``fake`` that has sent one record (so it asks to
+    add t-0 to its transaction); stopped, with a short timeout, on exit."""
+    async with fake:
+        p = Producer(bootstrap_servers=fake.bootstrap, transactional_id="tx", **BACKOFF)
+        await p.start()
+        try:
+            await p.begin_transaction()
+            await p.send(TOPIC, b"x", partition=0)
+            yield
+        finally:
+            await p.stop(timeout_ms=500)
+
+
 def _producer_id(rec: Received) -> InitProducerIdResponse:
     return InitProducerIdResponse(producer_id=7, producer_epoch=0)
 
@@ -228,16 +244,9 @@ async def test_add_partitions_to_txn_answered_retriable_backs_off(code: int) -> 
         return _partitions_added(rec, code)
 
     fake = _cluster({22: _producer_id, 24: add_partitions})
-    async with fake:
-        p = Producer(bootstrap_servers=fake.bootstrap, transactional_id="tx", **BACKOFF)
-        await p.start()
-        try:
-            await p.begin_transaction()
-            await p.send(TOPIC, b"x", partition=0)
-            await asyncio.sleep(0.5)
-            adds = await _count_for(fake, 24, 2.0)
-        finally:
-            await p.stop(timeout_ms=500)
+    async with _sending_in_a_transaction(fake):
+        await asyncio.sleep(0.5)
+        adds = await _count_for(fake, 24, 2.0)
     assert 1 <= adds <= 12, adds
 
 
@@ -313,16 +322,8 @@ async def test_concurrent_transactions_that_clear_soon_cost_little() -> None:
             added.set()
         return _partitions_added(rec, code)
 
-    fake = _cluster({22: _producer_id, 24: add_partitions})
-    async with fake:
-        p = Producer(bootstrap_servers=fake.bootstrap, transactional_id="tx", **BACKOFF)
-        await p.start()
-        try:
-            await p.begin_transaction()
-            await p.send(TOPIC, b"x", partition=0)
-            async with asyncio.timeout(5):
-                await added.wait()
-            took = asyncio.get_running_loop().time() - first[0]
-        finally:
-            await p.stop(timeout_ms=500)
+    async with _sending_in_a_transaction(_cluster({22: _producer_id, 24: add_partitions})):
+        async with asyncio.timeout(5):
+            await added.wait()
+        took = asyncio.get_running_loop().time() - first[0]
     assert took < 0.6, took

@@ -82,8 +82,7 @@ class GroupOffsets:
         self.metrics: CoordinatorMetrics | None = None  # set by the group member
 
     def backoff(self) -> Backoff:
-        config = self._client.config
-        return Backoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
+        return Backoff.for_retries(self._client.config)
 
     async def coordinator(self) -> int:
         return (await self._client.coordinators.find(GROUP, self.group_id)).node_id

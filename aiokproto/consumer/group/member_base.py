@@ -120,8 +120,7 @@ class MemberBase(abc.ABC, Generic[MachineT, EffectT]):
         self._sub = subscription
         self.config = config
         self._offsets = GroupOffsets(client, config.group_id, config.group_instance_id)
-        cc = client.config
-        self._backoff = Backoff(cc.retry_backoff_ms, cc.retry_backoff_max_ms)
+        self._backoff = Backoff.for_retries(client.config)
         self._tasks: list[asyncio.Task[None]] = []
         # the task that runs the rebalance listeners (set by _start_tasks)
         self._listener_task: asyncio.Task[None] | None = None
