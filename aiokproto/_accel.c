@@ -13,8 +13,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* -- varints ------------------------------------------------------------------------ */
 
@@ -568,49 +571,6 @@ delta_fits(PyObject *o, int64_t od, int64_t *out)
     return 1;
 }
 
-/* append_record(buf, offset_delta, timestamp_delta, key, value, headers, limit) -> bool
- * (RecordBatchBuilder.append's encoding; headers is their encoded form or None) */
-static PyObject *
-append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "append_record takes 7 arguments");
-        return NULL;
-    }
-    if (!PyByteArray_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "append_record: buf must be a bytearray");
-        return NULL;
-    }
-    int64_t od, td;
-    Py_ssize_t limit;
-    if (as_int64(args[1], &od) < 0)
-        return NULL;
-    int r = delta_fits(args[2], od, &td);
-    if (r <= 0)
-        return r < 0 ? NULL : Py_NewRef(Py_False);
-    if ((limit = PyLong_AsSsize_t(args[6])) == -1 && PyErr_Occurred())
-        return NULL;
-    field_t k, v, h;
-    if (get_field(args[3], &k, "key") < 0)
-        return NULL;
-    if (get_field(args[4], &v, "value") < 0) {
-        release_field(&k);
-        return NULL;
-    }
-    if (get_field(args[5], &h, "headers") < 0) {
-        release_field(&k);
-        release_field(&v);
-        return NULL;
-    }
-    r = append_one(args[0], od, td, &k, &v, &h, limit);
-    release_field(&k);
-    release_field(&v);
-    release_field(&h);
-    if (r < 0)
-        return NULL;
-    return PyBool_FromLong(r);
-}
-
 /* append_records(buf, first_delta, timestamp_delta, keys, values, start, stop, headers,
  *                limit) -> int
  * Appends values[start:stop] (keys[i] with each, or no keys when keys is None) as long
@@ -1009,6 +969,385 @@ done:
     return result;
 }
 
+/* -- the producer's per-record state ------------------------------------------------ */
+
+/* RecordsBuilder: the fields RecordBatchBuilder appends to (records/batch_v2.py keeps
+ * the Python base class with the same names, the reference for this one), so append()
+ * is one C call instead of a Python method around append_record. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *buf;     /* bytearray: batch header space, then the records */
+    PyObject *payload; /* compressed records kept for rebuilds, or NULL */
+    Py_ssize_t count;
+    long long base_ts;
+    long long max_ts;
+    Py_ssize_t limit;
+} BuilderObject;
+
+static void
+builder_dealloc(BuilderObject *self)
+{
+    Py_CLEAR(self->buf);
+    Py_CLEAR(self->payload);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* append(timestamp_ms, key, value, headers=None) -> offset delta, or None when full
+ * (RecordBatchBuilder.append). A delta no varlong holds also gives None: the record
+ * starts a batch of its own, where a timestamp outside int64 is an OverflowError. */
+static PyObject *
+builder_append(BuilderObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 3 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "append takes 3 or 4 arguments");
+        return NULL;
+    }
+    if (self->buf == NULL || !PyByteArray_CheckExact(self->buf)) {
+        PyErr_SetString(PyExc_TypeError, "builder buffer must be a bytearray");
+        return NULL;
+    }
+    int overflow;
+    long long ts = PyLong_AsLongLongAndOverflow(args[0], &overflow);
+    if (ts == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = self->count;
+    if (overflow) {
+        if (n)
+            Py_RETURN_NONE;
+        PyErr_SetString(PyExc_OverflowError, "record timestamp outside the int64 range");
+        return NULL;
+    }
+    int64_t td = 0;
+    if (n) {
+        long long base = self->base_ts;
+        if ((base < 0 && ts > LLONG_MAX + base) || (base > 0 && ts < LLONG_MIN + base))
+            Py_RETURN_NONE;
+        td = ts - base;
+    }
+    PyObject *encoded = NULL;
+    PyObject *headers = nargs == 4 ? args[3] : Py_None;
+    if (headers != Py_None) {
+        int truth = PyObject_IsTrue(headers);
+        if (truth < 0)
+            return NULL;
+        if (truth) {
+            encoded = PyObject_CallMethod((PyObject *)self, "_encode_headers", "O", headers);
+            if (encoded == NULL)
+                return NULL;
+        }
+    }
+    field_t k, v, h;
+    int r = -1;
+    if (get_field(args[1], &k, "key") < 0)
+        goto done;
+    if (get_field(args[2], &v, "value") < 0) {
+        release_field(&k);
+        goto done;
+    }
+    if (get_field(encoded == NULL ? Py_None : encoded, &h, "headers") < 0) {
+        release_field(&k);
+        release_field(&v);
+        goto done;
+    }
+    r = append_one(self->buf, n, td, &k, &v, &h, self->limit);
+    release_field(&k);
+    release_field(&v);
+    release_field(&h);
+done:
+    Py_XDECREF(encoded);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        Py_RETURN_NONE;
+    if (n == 0)
+        self->base_ts = self->max_ts = ts;
+    else if (ts > self->max_ts)
+        self->max_ts = ts;
+    self->count = n + 1;
+    Py_CLEAR(self->payload);
+    return PyLong_FromSsize_t(n);
+}
+
+static PyMethodDef builder_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))builder_append, METH_FASTCALL,
+     "Append a record; return its offset delta, or None if the batch is full."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef builder_members[] = {
+    {"_buf", T_OBJECT_EX, offsetof(BuilderObject, buf), 0, NULL},
+    {"_payload", T_OBJECT, offsetof(BuilderObject, payload), 0, NULL},
+    {"_count", T_PYSSIZET, offsetof(BuilderObject, count), 0, NULL},
+    {"_base_ts", T_LONGLONG, offsetof(BuilderObject, base_ts), 0, NULL},
+    {"_max_ts", T_LONGLONG, offsetof(BuilderObject, max_ts), 0, NULL},
+    {"_limit", T_PYSSIZET, offsetof(BuilderObject, limit), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject BuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiokproto._accel.RecordsBuilder",
+    .tp_basicsize = sizeof(BuilderObject),
+    .tp_dealloc = (destructor)builder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The appendable state of a record batch builder.",
+    .tp_methods = builder_methods,
+    .tp_members = builder_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* DeliveryHandle: the fields of producer/delivery.py's DeliveryFuture, whose Python
+ * base class of the same names is the reference. One is made per send(): in C it costs
+ * an allocation, not a Python __init__. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *batch;
+    PyObject *error;
+    Py_ssize_t delta;
+    long long timestamp;
+    Py_ssize_t ksize;
+    Py_ssize_t vsize;
+} HandleObject;
+
+static int
+handle_traverse(HandleObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->batch);
+    Py_VISIT(self->error);
+    return 0;
+}
+
+static int
+handle_clear(HandleObject *self)
+{
+    Py_CLEAR(self->batch);
+    Py_CLEAR(self->error);
+    return 0;
+}
+
+static void
+handle_dealloc(HandleObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    handle_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+as_ssize(PyObject *o, Py_ssize_t *out)
+{
+    Py_ssize_t v = PyLong_AsSsize_t(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* DeliveryFuture(batch, delta, timestamp, ksize, vsize, error=None) */
+static PyObject *
+handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *batch, *delta, *timestamp, *ksize, *vsize, *error = Py_None;
+    static char *names[] = {"batch", "delta", "timestamp", "ksize", "vsize", "error", NULL};
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (kwds == NULL && (nargs == 5 || nargs == 6)) {
+        batch = PyTuple_GET_ITEM(args, 0);
+        delta = PyTuple_GET_ITEM(args, 1);
+        timestamp = PyTuple_GET_ITEM(args, 2);
+        ksize = PyTuple_GET_ITEM(args, 3);
+        vsize = PyTuple_GET_ITEM(args, 4);
+        if (nargs == 6)
+            error = PyTuple_GET_ITEM(args, 5);
+    }
+    else if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|O:DeliveryFuture", names, &batch,
+                                          &delta, &timestamp, &ksize, &vsize, &error))
+        return NULL;
+    HandleObject *self = (HandleObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    int64_t ts;
+    if (as_ssize(delta, &self->delta) < 0 || as_int64(timestamp, &ts) < 0
+        || as_ssize(ksize, &self->ksize) < 0 || as_ssize(vsize, &self->vsize) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->timestamp = ts;
+    self->batch = batch == Py_None ? NULL : Py_NewRef(batch);
+    self->error = error == Py_None ? NULL : Py_NewRef(error);
+    return (PyObject *)self;
+}
+
+static PyTypeObject HandleType;
+static PyObject *str_future, *str_done, *str_exception, *str_callbacks, *str_add_slow;
+
+/* done() (DeliveryFuture.done) */
+static PyObject *
+handle_done(HandleObject *self, PyObject *Py_UNUSED(unused))
+{
+    if (self->batch == NULL)
+        Py_RETURN_TRUE;
+    PyObject *future = PyObject_GetAttr(self->batch, str_future);
+    if (future == NULL)
+        return NULL;
+    PyObject *r = PyObject_CallMethodNoArgs(future, str_done);
+    Py_DECREF(future);
+    return r;
+}
+
+/* exception() (DeliveryFuture.exception) */
+static PyObject *
+handle_exception(HandleObject *self, PyObject *Py_UNUSED(unused))
+{
+    if (self->batch == NULL)
+        return Py_NewRef(self->error == NULL ? Py_None : self->error);
+    PyObject *future = PyObject_GetAttr(self->batch, str_future);
+    if (future == NULL)
+        return NULL;
+    PyObject *r = PyObject_CallMethodNoArgs(future, str_exception);
+    Py_DECREF(future);
+    return r;
+}
+
+/* add_done_callback(callback): while the batch's list of record callbacks is there
+ * (made by the first call, taken away when they run), the callback and the record's
+ * fields go onto it; otherwise _add_callback_slow (DeliveryFuture's Python) decides. */
+static PyObject *
+handle_add_done_callback(HandleObject *self, PyObject *callback)
+{
+    if (self->batch != NULL) {
+        PyObject *calls = PyObject_GetAttr(self->batch, str_callbacks);
+        if (calls == NULL)
+            return NULL;
+        if (PyList_CheckExact(calls)) {
+            PyObject *item[4] = {
+                PyLong_FromSsize_t(self->delta), PyLong_FromLongLong(self->timestamp),
+                PyLong_FromSsize_t(self->ksize), PyLong_FromSsize_t(self->vsize)};
+            int bad = item[0] == NULL || item[1] == NULL || item[2] == NULL || item[3] == NULL
+                      || PyList_Append(calls, callback) < 0;
+            for (int i = 0; i < 4; i++) {
+                if (!bad && PyList_Append(calls, item[i]) < 0)
+                    bad = 1;
+                Py_XDECREF(item[i]);
+            }
+            Py_DECREF(calls);
+            if (bad)
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        Py_DECREF(calls);
+    }
+    return PyObject_CallMethodOneArg((PyObject *)self, str_add_slow, callback);
+}
+
+static PyMethodDef handle_methods[] = {
+    {"done", (PyCFunction)handle_done, METH_NOARGS, NULL},
+    {"exception", (PyCFunction)handle_exception, METH_NOARGS, NULL},
+    {"add_done_callback", (PyCFunction)handle_add_done_callback, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+/* run_record_callbacks(handle_type, batch, calls) -> list of the exceptions raised
+ * (delivery.py's _run_record_callbacks: calls holds runs of (callback, delta,
+ * timestamp, ksize, vsize); each callback gets a handle for its record, and an
+ * Exception from one does not keep the others from running). */
+static PyObject *
+run_record_callbacks(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyType_Check(args[0])
+        || !PyType_IsSubtype((PyTypeObject *)args[0], &HandleType) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "run_record_callbacks(handle_type, batch, calls: list)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *batch = args[1], *calls = args[2];
+    PyObject *errors = PyList_New(0);
+    if (errors == NULL)
+        return NULL;
+    /* the list is read as it is now at each step: a callback may change it */
+    for (Py_ssize_t i = 0; i + 4 < PyList_GET_SIZE(calls); i += 5) {
+        PyObject *callback = Py_NewRef(PyList_GET_ITEM(calls, i));
+        HandleObject *h = (HandleObject *)type->tp_alloc(type, 0);
+        int64_t ts;
+        if (h == NULL || as_ssize(PyList_GET_ITEM(calls, i + 1), &h->delta) < 0
+            || as_int64(PyList_GET_ITEM(calls, i + 2), &ts) < 0
+            || as_ssize(PyList_GET_ITEM(calls, i + 3), &h->ksize) < 0
+            || as_ssize(PyList_GET_ITEM(calls, i + 4), &h->vsize) < 0) {
+            Py_XDECREF(h);
+            Py_DECREF(callback);
+            Py_DECREF(errors);
+            return NULL;
+        }
+        h->timestamp = ts;
+        h->batch = Py_NewRef(batch);
+        PyObject *r = PyObject_CallOneArg(callback, (PyObject *)h);
+        Py_DECREF(h);
+        Py_DECREF(callback);
+        if (r != NULL) {
+            Py_DECREF(r);
+            continue;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* BaseException: stop here */
+            Py_DECREF(errors);
+            return NULL;
+        }
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *value = PyErr_GetRaisedException();
+#else
+        PyObject *type_, *value, *tb;
+        PyErr_Fetch(&type_, &value, &tb);
+        PyErr_NormalizeException(&type_, &value, &tb);
+        if (tb != NULL && value != NULL)
+            PyException_SetTraceback(value, tb);
+        Py_XDECREF(type_);
+        Py_XDECREF(tb);
+#endif
+        int bad = value == NULL || PyList_Append(errors, value) < 0;
+        Py_XDECREF(value);
+        if (bad) {
+            Py_DECREF(errors);
+            return NULL;
+        }
+    }
+    return errors;
+}
+
+static PyMemberDef handle_members[] = {
+    {"_batch", T_OBJECT, offsetof(HandleObject, batch), 0, NULL},
+    {"_error", T_OBJECT, offsetof(HandleObject, error), 0, NULL},
+    {"_delta", T_PYSSIZET, offsetof(HandleObject, delta), 0, NULL},
+    {"_timestamp", T_LONGLONG, offsetof(HandleObject, timestamp), 0, NULL},
+    {"_ksize", T_PYSSIZET, offsetof(HandleObject, ksize), 0, NULL},
+    {"_vsize", T_PYSSIZET, offsetof(HandleObject, vsize), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject HandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiokproto._accel.DeliveryHandle",
+    .tp_basicsize = sizeof(HandleObject),
+    .tp_dealloc = (destructor)handle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The fields of one record's delivery handle.",
+    .tp_traverse = (traverseproc)handle_traverse,
+    .tp_clear = (inquiry)handle_clear,
+    .tp_members = handle_members,
+    .tp_methods = handle_methods,
+    .tp_new = handle_new,
+};
+
+/* now_ms() -> int: wall-clock milliseconds, int(time.time() * 1000) */
+static PyObject *
+now_ms(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(unused))
+{
+    struct timespec t;
+    if (timespec_get(&t, TIME_UTC) != TIME_UTC) {
+        PyErr_SetString(PyExc_OSError, "timespec_get failed");
+        return NULL;
+    }
+    return PyLong_FromLongLong((long long)t.tv_sec * 1000 + t.tv_nsec / 1000000);
+}
+
 /* -- murmur2 ------------------------------------------------------------------------- */
 
 /* murmur2(data) -> int (aiokproto.producer.partitioner.murmur2) */
@@ -1055,13 +1394,14 @@ murmur2(PyObject *Py_UNUSED(self), PyObject *arg)
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "Decode an uncompressed v2 records section into NamedTuple records."},
-    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
-     "Encode one v2 record onto a bytearray unless it passes the limit."},
     {"append_records", (PyCFunction)(void (*)(void))append_records, METH_FASTCALL,
      "Encode values[start:stop] (with keys) onto a bytearray while they fit."},
     {"arrow_columns", (PyCFunction)(void (*)(void))arrow_columns, METH_FASTCALL,
      "The Arrow buffers of the Spark source's columns for a list of records."},
     {"murmur2", murmur2, METH_O, "Kafka's murmur2 key hash, unsigned 32 bits."},
+    {"now_ms", now_ms, METH_NOARGS, "Wall-clock time in whole milliseconds."},
+    {"run_record_callbacks", (PyCFunction)(void (*)(void))run_record_callbacks, METH_FASTCALL,
+     "Call each record's delivery callback with a handle; return what they raised."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1080,5 +1420,21 @@ PyInit__accel(void)
         return NULL;
     plain_subclass_dealloc = ((PyTypeObject *)probe)->tp_dealloc;
     Py_DECREF(probe);
-    return PyModule_Create(&module);
+    if (PyType_Ready(&BuilderType) < 0 || PyType_Ready(&HandleType) < 0)
+        return NULL;
+    if ((str_future = PyUnicode_InternFromString("future")) == NULL
+        || (str_done = PyUnicode_InternFromString("done")) == NULL
+        || (str_exception = PyUnicode_InternFromString("exception")) == NULL
+        || (str_callbacks = PyUnicode_InternFromString("callbacks")) == NULL
+        || (str_add_slow = PyUnicode_InternFromString("_add_callback_slow")) == NULL)
+        return NULL;
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(mod, "RecordsBuilder", (PyObject *)&BuilderType) < 0
+        || PyModule_AddObjectRef(mod, "DeliveryHandle", (PyObject *)&HandleType) < 0) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
 }

@@ -11,16 +11,6 @@ def decode_records(
     suffix: tuple[Any, ...],
     /,
 ) -> list[Any]: ...
-def append_record(
-    buf: bytearray,
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: bytes | None,
-    limit: int,
-    /,
-) -> bool: ...
 def append_records(
     buf: bytearray,
     first_delta: int,
@@ -40,3 +30,26 @@ def arrow_columns(
     /,
 ) -> tuple[Any, ...]: ...
 def murmur2(data: bytes | bytearray | memoryview, /) -> int: ...
+def now_ms() -> int: ...
+
+class RecordsBuilder:
+    _buf: bytearray
+    _payload: bytes | None
+    _count: int
+    _base_ts: int
+    _max_ts: int
+    _limit: int
+    def append(
+        self, timestamp_ms: int, key: bytes | None, value: bytes | None, headers: Any = None, /
+    ) -> int | None: ...
+
+class DeliveryHandle:
+    _batch: Any
+    _error: Any
+    _delta: int
+    _timestamp: int
+    _ksize: int
+    _vsize: int
+    def __init__(
+        self, batch: Any, delta: int, timestamp: int, ksize: int, vsize: int, error: Any = None
+    ) -> None: ...

@@ -9,6 +9,8 @@ Read once at import: set the variable before importing aiokproto.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from types import ModuleType
 
 ENV_VAR = "AIOKPROTO_PURE_PYTHON"
@@ -31,3 +33,11 @@ native: ModuleType | None = _load()
 def implementation() -> str:
     """``"compiled"`` or ``"python"``: what this process runs."""
     return "compiled" if native is not None else "python"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+#: wall-clock milliseconds, a record's default timestamp (one C call when compiled)
+now_ms: Callable[[], int] = _now_ms if native is None else native.now_ms

@@ -14,6 +14,7 @@ from functools import partial
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from aiokproto.accel import native as _native
 from aiokproto.errors import KafkaError
 from aiokproto.structs import TopicPartition
 
@@ -83,7 +84,35 @@ def record_metadata(
     )
 
 
-class DeliveryFuture:
+if TYPE_CHECKING or _native is None:
+
+    class _HandleFields:
+        """A handle's fields: compiled, the C type ``aiokproto._accel.DeliveryHandle``
+        (one allocation per ``send()`` instead of a Python ``__init__``)."""
+
+        __slots__ = ("_batch", "_delta", "_error", "_ksize", "_timestamp", "_vsize")
+
+        def __init__(
+            self,
+            batch: ProducerBatch | None,
+            delta: int,
+            timestamp: int,
+            ksize: int,
+            vsize: int,
+            error: KafkaError | None = None,
+        ) -> None:
+            self._batch = batch
+            self._delta = delta
+            self._timestamp = timestamp
+            self._ksize = ksize
+            self._vsize = vsize
+            self._error = error
+
+else:
+    _HandleFields = _native.DeliveryHandle
+
+
+class DeliveryFuture(_HandleFields):
     """Awaitable delivery result of one record: ``meta = await handle``.
 
     Raises the delivery error instead (``RecordTooLargeError``, ``KafkaTimeoutError``
@@ -91,23 +120,7 @@ class DeliveryFuture:
     it without waiting.
     """
 
-    __slots__ = ("_batch", "_delta", "_error", "_ksize", "_timestamp", "_vsize")
-
-    def __init__(
-        self,
-        batch: ProducerBatch | None,
-        delta: int,
-        timestamp: int,
-        ksize: int,
-        vsize: int,
-        error: KafkaError | None = None,
-    ) -> None:
-        self._batch = batch
-        self._delta = delta
-        self._timestamp = timestamp
-        self._ksize = ksize
-        self._vsize = vsize
-        self._error = error
+    __slots__ = ()
 
     @classmethod
     def failed(cls, error: KafkaError) -> DeliveryFuture:
@@ -154,6 +167,14 @@ class DeliveryFuture:
         (delivery reports without a task per record). The handle passed is equal to
         this one (same record), not always the same object."""
         batch = self._batch
+        calls = None if batch is None else batch.callbacks
+        if calls is not None:  # the batch's record callbacks have not run yet
+            calls += (callback, self._delta, self._timestamp, self._ksize, self._vsize)
+            return
+        self._add_callback_slow(callback)
+
+    def _add_callback_slow(self, callback: Callable[[DeliveryFuture], object]) -> None:
+        batch = self._batch
         if batch is None or batch.future.done():
             asyncio.get_running_loop().call_soon(callback, self)
             return
@@ -184,10 +205,23 @@ class DeliveryFuture:
         return f"<DeliveryFuture {self._batch.topic}[{self._batch.partition}] {state}>"
 
 
+if _native is not None:
+    # The compiled base has the per-record calls (the same behaviour, one C call each):
+    # DeliveryFuture's Python versions above are the reference the tests compare.
+    for _name in ("done", "exception", "add_done_callback"):
+        delattr(DeliveryFuture, _name)
+
+
 def _run_record_callbacks(
     batch: ProducerBatch, calls: list[Any]
 ) -> Callable[[asyncio.Future[BatchResult]], None]:
     def run(_future: asyncio.Future[BatchResult]) -> None:
+        # from here on add_done_callback finds the future done and schedules its own
+        batch.callbacks = None
+        if _native is not None:
+            for error in _native.run_record_callbacks(DeliveryFuture, batch, calls):
+                log.error("a delivery callback raised", exc_info=error)
+            return
         for i in range(0, len(calls), 5):
             handle = DeliveryFuture(batch, calls[i + 1], calls[i + 2], calls[i + 3], calls[i + 4])
             try:

@@ -14,9 +14,9 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from operator import add
-from time import time as _time
 from typing import Any, Final, NoReturn, Self, overload
 
+from aiokproto.accel import now_ms as _now_ms
 from aiokproto.awaitables import DONE
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.metadata import MetadataCache
@@ -184,7 +184,7 @@ _TS_END: Final = 1 << 63
 
 def _check_timestamp(timestamp_ms: Any) -> int:
     if timestamp_ms is None:
-        return int(_time() * 1000)
+        return _now_ms()
     if (
         not isinstance(timestamp_ms, int)
         or isinstance(timestamp_ms, bool)
@@ -536,7 +536,7 @@ class Producer:
                 headers = _listed_headers(headers)
             charge += _header_charge(headers)
         if timestamp_ms is None:
-            timestamp_ms = int(_time() * 1000)
+            timestamp_ms = _now_ms()
         elif timestamp_ms.__class__ is not int or not -1 <= timestamp_ms < _TS_END:
             # an int out of range would be buffered and fail its whole batch at build
             timestamp_ms = _check_timestamp(timestamp_ms)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from crc32c import crc32c
 
@@ -70,9 +70,6 @@ _ZZ: Final[list[int]] = [(b >> 1) ^ -(b & 1) for b in range(128)]
 _ZZ2: Final[list[int]] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
 
 
-_append_record: Any = None if _native is None else _native.append_record
-
-
 def _encode_headers(headers: Sequence[Header]) -> bytes:
     table = _VARINT
     parts = [encode_varint(len(headers))]
@@ -89,7 +86,25 @@ def _encode_headers(headers: Sequence[Header]) -> bytes:
     return b"".join(parts)
 
 
-class RecordBatchBuilder:
+if TYPE_CHECKING or _native is None:
+
+    class _AppendState:
+        """What ``RecordBatchBuilder.append`` changes: compiled, the C type
+        ``aiokproto._accel.RecordsBuilder`` (whose ``append`` is one C call) holds it."""
+
+        __slots__ = ("_base_ts", "_buf", "_count", "_limit", "_max_ts", "_payload")
+        _buf: bytearray
+        _payload: bytes | None  # compressed records, kept for rebuilds
+        _count: int
+        _base_ts: int
+        _max_ts: int
+        _limit: int
+
+else:
+    _AppendState = _native.RecordsBuilder
+
+
+class RecordBatchBuilder(_AppendState):
     """Builds one v2 batch for one partition, record by record.
 
     Records are encoded as they are appended; the 61-byte header (and compression) is
@@ -105,17 +120,11 @@ class RecordBatchBuilder:
     __slots__ = (
         "_base_offset",
         "_base_sequence",
-        "_base_ts",
-        "_buf",
         "_codec",
         "_control",
-        "_count",
         "_level",
-        "_limit",
         "_log_append_time",
-        "_max_ts",
         "_partition_leader_epoch",
-        "_payload",
         "_producer_epoch",
         "_producer_id",
         "_transactional",
@@ -156,33 +165,7 @@ class RecordBatchBuilder:
         self._count = 0
         self._base_ts = 0
         self._max_ts = -1
-        self._payload: bytes | None = None  # compressed records, kept for rebuilds
-
-    def append(
-        self,
-        timestamp_ms: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[Header] | None = None,
-    ) -> int | None:
-        """Append a record; return its offset delta, or None if the batch is full."""
-        if _native is not None:
-            n = self._count
-            if n:
-                td = timestamp_ms - self._base_ts
-            else:
-                self._base_ts = self._max_ts = timestamp_ms
-                td = 0
-            if not _append_record(self._buf, n, td, key, value,
-                                  _encode_headers(headers) if headers else None,
-                                  self._limit):
-                return None
-            self._count = n + 1
-            if timestamp_ms > self._max_ts:
-                self._max_ts = timestamp_ms
-            self._payload = None
-            return n
-        return self._append_python(timestamp_ms, key, value, headers)
+        self._payload = None
 
     def append_many(
         self,
@@ -228,9 +211,10 @@ class RecordBatchBuilder:
         timestamp_ms: int,
         key: bytes | None,
         value: bytes | None,
-        headers: Sequence[Header] | None,
+        headers: Sequence[Header] | None = None,
     ) -> int | None:
-        """``append`` in Python: the reference for ``aiokproto._accel.append_record``."""
+        """``append`` in Python: the reference for ``aiokproto._accel.RecordsBuilder``'s:
+        the record's offset delta, or None if the batch is full."""
         n = self._count
         table = _VARINT
         if n:
@@ -243,6 +227,8 @@ class RecordBatchBuilder:
                 return None
             odb = table[n] if n < _TABLE_SIZE else encode_varint(n)
         else:
+            if not -_MAX_OFFSET - 1 <= timestamp_ms <= _MAX_OFFSET:
+                raise OverflowError("record timestamp outside the int64 range")
             self._base_ts = self._max_ts = timestamp_ms
             tdb = odb = b"\x00"
         if key is None:
@@ -271,6 +257,12 @@ class RecordBatchBuilder:
             self._max_ts = timestamp_ms
         self._payload = None
         return n
+
+    if _native is None:
+        append = _append_python
+    else:
+        # RecordsBuilder.append calls this for records with headers
+        _encode_headers = staticmethod(_encode_headers)
 
     @property
     def record_count(self) -> int:

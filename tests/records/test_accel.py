@@ -305,18 +305,56 @@ def test_a_timestamp_delta_no_varlong_holds_starts_a_new_batch(first: int, secon
     not fit the batch (review: C raised, Python wrote a wrong timestamp)."""
     for pure in (False, True):
         b = RecordBatchBuilder()
+        append = b._append_python if pure else b.append
         try:
             if pure:
                 batch_v2._native = None
-            assert b.append(first, None, b"a") == 0
+            assert append(first, None, b"a") == 0
             fits = -(2**63) <= second - first < 2**63
-            assert (b.append(second, None, b"b") is not None) == fits
+            assert (append(second, None, b"b") is not None) == fits
             assert b.append_many(second, None, [b"c"], 0, 1) == (1 if fits else 0)
         finally:
             batch_v2._native = native
         got = RecordBatch.parse(bytes(b.build())).records()
         assert got[0].timestamp == first
         assert all(r.timestamp == second for r in got[1:])
+
+
+@pytest.mark.parametrize("ts", [2**63, -(2**63) - 1, 2**80])
+def test_a_first_timestamp_outside_int64_is_refused_alike(ts: int) -> None:
+    """The batch header holds int64 timestamps: both builds refuse the first record at
+    append (not a struct error at build), and a later one starts a batch of its own."""
+    for pure in (False, True):
+        b = RecordBatchBuilder()
+        append = b._append_python if pure else b.append
+        with pytest.raises(OverflowError):
+            append(ts, None, b"a")
+        assert b.record_count == 0 and b.estimated_size == HEADER_SIZE
+        assert append(0, None, b"a") == 0
+        assert append(ts, None, b"b") is None
+        assert b.record_count == 1
+
+
+def test_the_compiled_append_keeps_its_state_where_python_reads_it() -> None:
+    """RecordsBuilder (C) holds the fields build() and append_many() read in Python."""
+    b = RecordBatchBuilder(batch_size=1 << 20)
+    assert b.append(1_000, b"k", b"v", [("h", b"1"), ("n", None)]) == 0
+    assert b.append(900, None, b"w") == 1
+    assert b.append_many(1_005, None, [b"x", b"y"], 0, 2) == 2
+    assert (b.record_count, b._base_ts, b.max_timestamp) == (4, 1_000, 1_005)
+    records = RecordBatch.parse(bytes(b.build())).records()
+    assert [(r.timestamp, r.key, r.value) for r in records] == [
+        (1_000, b"k", b"v"),
+        (900, None, b"w"),
+        (1_005, None, b"x"),
+        (1_005, None, b"y"),
+    ]
+    assert [tuple(h) for h in records[0].headers] == [("h", b"1"), ("n", None)]
+    del b._buf
+    with pytest.raises((TypeError, AttributeError)):
+        b.append(1_000, None, b"v")
+    with pytest.raises(TypeError):
+        b.append(1.5, None, b"v")  # type: ignore[arg-type]
 
 
 @given(st.binary(max_size=300))

@@ -1,0 +1,178 @@
+"""DeliveryFuture's per-record calls, driven by hand (no sockets). The compiled build
+runs them in C (aiokproto._accel.DeliveryHandle) and the pure-Python build in
+delivery.py; make test runs this module under both, and both must behave alike."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import weakref
+from typing import Any
+
+import pytest
+
+from aiokproto import accel
+from aiokproto.errors import KafkaTimeoutError
+from aiokproto.producer.delivery import BatchResult, DeliveryFuture
+
+from .test_accumulator import Rig
+
+OK = BatchResult(100, -1, 0)
+
+
+def _handles(rig: Rig, n: int) -> list[DeliveryFuture]:
+    return [rig.send() for _ in range(n)]
+
+
+async def test_the_build_in_use_is_the_one_named() -> None:
+    base = DeliveryFuture.__mro__[1]
+    assert (base.__module__ == "aiokproto._accel") == (accel.native is not None)
+
+
+async def test_callbacks_run_once_each_in_order_with_equal_handles() -> None:
+    rig = Rig()
+    handles = _handles(rig, 5)
+    got: list[tuple[int, DeliveryFuture]] = []
+    for i, h in enumerate(handles):
+        assert not h.done()
+        with pytest.raises(asyncio.InvalidStateError):
+            h.exception()
+        h.add_done_callback(lambda back, i=i: got.append((i, back)))
+    handles[0].batch.future.set_result(OK)  # type: ignore[union-attr]
+    assert got == []  # on the loop, not inside set_result
+    await asyncio.sleep(0)
+    assert [i for i, _ in got] == [0, 1, 2, 3, 4]
+    for i, back in got:
+        assert back == handles[i] and hash(back) == hash(handles[i])
+        assert back.done() and back.exception() is None
+        assert back.result().offset == 100 + i
+    await asyncio.sleep(0)
+    assert len(got) == 5  # once each
+
+
+async def test_a_callback_added_between_the_answer_and_the_run_is_called_once() -> None:
+    rig = Rig()
+    first, second = _handles(rig, 2)
+    got: list[int] = []
+    first.add_done_callback(lambda h: got.append(h.result().offset))
+    first.batch.future.set_result(OK)  # type: ignore[union-attr]
+    assert second.done()
+    second.add_done_callback(lambda h: got.append(h.result().offset))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert got == [100, 101]
+
+
+async def test_a_callback_added_after_the_run_is_called_on_the_next_turn() -> None:
+    rig = Rig()
+    (h,) = _handles(rig, 1)
+    got: list[int] = []
+    h.add_done_callback(lambda back: got.append(1))
+    h.batch.future.set_result(OK)  # type: ignore[union-attr]
+    await asyncio.sleep(0)
+    h.add_done_callback(lambda back: got.append(back.result().offset))
+    assert got == [1]
+    await asyncio.sleep(0)
+    assert got == [1, 100]
+
+
+async def test_a_callback_that_adds_a_callback_to_its_own_batch() -> None:
+    rig = Rig()
+    first, second = _handles(rig, 2)
+    got: list[str] = []
+    first.add_done_callback(
+        lambda h: second.add_done_callback(lambda h2: got.append(f"late {h2.result().offset}"))
+    )
+    second.add_done_callback(lambda h: got.append("second"))
+    first.batch.future.set_result(OK)  # type: ignore[union-attr]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert got == ["second", "late 101"]
+
+
+async def test_a_raising_callback_is_logged_and_the_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rig = Rig()
+    handles = _handles(rig, 3)
+    got: list[int] = []
+
+    def bad(h: DeliveryFuture) -> None:
+        raise ValueError("user bug")
+
+    handles[0].add_done_callback(lambda h: got.append(0))
+    handles[1].add_done_callback(bad)
+    handles[2].add_done_callback(lambda h: got.append(2))
+    with caplog.at_level(logging.ERROR, logger="aiokproto.producer.delivery"):
+        handles[0].batch.future.set_result(OK)  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+    assert got == [0, 2]
+    (entry,) = [r for r in caplog.records if "a delivery callback raised" in r.message]
+    assert entry.exc_info is not None and isinstance(entry.exc_info[1], ValueError)
+    assert entry.exc_info[2] is not None  # the traceback is kept for the log
+
+
+async def test_a_failed_batch_reports_its_error_to_every_callback() -> None:
+    rig = Rig()
+    handles = _handles(rig, 2)
+    errors: list[BaseException | None] = []
+    for h in handles:
+        h.add_done_callback(lambda back: errors.append(back.exception()))
+    boom = KafkaTimeoutError("expired")
+    handles[0].batch.future.set_exception(boom)  # type: ignore[union-attr]
+    await asyncio.sleep(0)
+    assert errors == [boom, boom]
+    assert handles[1].exception() is boom
+
+
+async def test_a_record_refused_before_buffering_calls_back_on_the_loop() -> None:
+    boom = KafkaTimeoutError("refused")
+    h = DeliveryFuture.failed(boom)
+    assert h.done() and h.exception() is boom and h.batch is None
+    got: list[DeliveryFuture] = []
+    h.add_done_callback(got.append)
+    assert got == []
+    await asyncio.sleep(0)
+    assert got == [h]
+    with pytest.raises(KafkaTimeoutError):
+        await h
+
+
+async def test_a_cycle_through_a_handle_is_collected() -> None:
+    """A handle is seen by the cyclic collector: handle -> batch -> its callbacks ->
+    a closure -> the handle again goes away once unreachable."""
+
+    class Marker:
+        pass
+
+    rig = Rig()
+
+    def make_cycle() -> weakref.ref[Marker]:
+        (h,) = _handles(rig, 1)
+        marker = Marker()
+        holder: list[Any] = [h, marker]
+        h.add_done_callback(holder.append)
+        batch = h.batch
+        assert batch is not None and batch.callbacks is not None
+        rig.acc.incomplete.discard(batch)
+        pq = rig.acc.queue("t", 0)
+        pq.batches.clear()
+        pq.open = None
+        return weakref.ref(marker)
+
+    gone = make_cycle()
+    gc.collect()
+    assert gone() is None
+
+
+def test_handle_fields_keep_their_values() -> None:
+    h = DeliveryFuture(None, 7, 1_700_000_000_123, -1, 100)
+    assert (h._delta, h._timestamp, h._ksize, h._vsize, h._batch, h._error) == (
+        7,
+        1_700_000_000_123,
+        -1,
+        100,
+        None,
+        None,
+    )
