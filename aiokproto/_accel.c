@@ -992,55 +992,52 @@ builder_dealloc(BuilderObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* append(timestamp_ms, key, value, headers=None) -> offset delta, or None when full
- * (RecordBatchBuilder.append). A delta no varlong holds also gives None: the record
- * starts a batch of its own, where a timestamp outside int64 is an OverflowError. */
-static PyObject *
-builder_append(BuilderObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* One record onto the builder (RecordBatchBuilder.append): 1 with its offset delta and
+ * timestamp in *delta and *ts, 0 when it does not fit, -1 with an exception set. A delta
+ * no varlong holds also gives 0: the record starts a batch of its own, where a timestamp
+ * outside int64 is an OverflowError. */
+static int
+builder_append_impl(BuilderObject *self, PyObject *ts_obj, PyObject *key, PyObject *value,
+                    PyObject *headers, Py_ssize_t *delta, long long *ts_out)
 {
-    if (nargs < 3 || nargs > 4) {
-        PyErr_SetString(PyExc_TypeError, "append takes 3 or 4 arguments");
-        return NULL;
-    }
     if (self->buf == NULL || !PyByteArray_CheckExact(self->buf)) {
         PyErr_SetString(PyExc_TypeError, "builder buffer must be a bytearray");
-        return NULL;
+        return -1;
     }
     int overflow;
-    long long ts = PyLong_AsLongLongAndOverflow(args[0], &overflow);
+    long long ts = PyLong_AsLongLongAndOverflow(ts_obj, &overflow);
     if (ts == -1 && PyErr_Occurred())
-        return NULL;
+        return -1;
     Py_ssize_t n = self->count;
     if (overflow) {
         if (n)
-            Py_RETURN_NONE;
+            return 0;
         PyErr_SetString(PyExc_OverflowError, "record timestamp outside the int64 range");
-        return NULL;
+        return -1;
     }
     int64_t td = 0;
     if (n) {
         long long base = self->base_ts;
         if ((base < 0 && ts > LLONG_MAX + base) || (base > 0 && ts < LLONG_MIN + base))
-            Py_RETURN_NONE;
+            return 0;
         td = ts - base;
     }
     PyObject *encoded = NULL;
-    PyObject *headers = nargs == 4 ? args[3] : Py_None;
     if (headers != Py_None) {
         int truth = PyObject_IsTrue(headers);
         if (truth < 0)
-            return NULL;
+            return -1;
         if (truth) {
             encoded = PyObject_CallMethod((PyObject *)self, "_encode_headers", "O", headers);
             if (encoded == NULL)
-                return NULL;
+                return -1;
         }
     }
     field_t k, v, h;
     int r = -1;
-    if (get_field(args[1], &k, "key") < 0)
+    if (get_field(key, &k, "key") < 0)
         goto done;
-    if (get_field(args[2], &v, "value") < 0) {
+    if (get_field(value, &v, "value") < 0) {
         release_field(&k);
         goto done;
     }
@@ -1055,17 +1052,36 @@ builder_append(BuilderObject *self, PyObject *const *args, Py_ssize_t nargs)
     release_field(&h);
 done:
     Py_XDECREF(encoded);
-    if (r < 0)
-        return NULL;
-    if (r == 0)
-        Py_RETURN_NONE;
+    if (r <= 0)
+        return r;
     if (n == 0)
         self->base_ts = self->max_ts = ts;
     else if (ts > self->max_ts)
         self->max_ts = ts;
     self->count = n + 1;
     Py_CLEAR(self->payload);
-    return PyLong_FromSsize_t(n);
+    *delta = n;
+    *ts_out = ts;
+    return 1;
+}
+
+/* append(timestamp_ms, key, value, headers=None) -> offset delta, or None when full */
+static PyObject *
+builder_append(BuilderObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 3 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "append takes 3 or 4 arguments");
+        return NULL;
+    }
+    Py_ssize_t delta;
+    long long ts;
+    int r = builder_append_impl(self, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None,
+                                &delta, &ts);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        Py_RETURN_NONE;
+    return PyLong_FromSsize_t(delta);
 }
 
 static PyMethodDef builder_methods[] = {
@@ -1312,6 +1328,50 @@ run_record_callbacks(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
     return errors;
 }
 
+static PyObject *str_builder;
+
+/* append_to(handle_type, batch, timestamp, key, value, headers, ksize, vsize) -> handle or
+ * None (delivery.py's append_to: the record onto batch.builder, and its handle) */
+static PyObject *
+append_to(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8 || !PyType_Check(args[0])
+        || !PyType_IsSubtype((PyTypeObject *)args[0], &HandleType)) {
+        PyErr_SetString(PyExc_TypeError, "append_to(handle_type, batch, timestamp, key, "
+                                         "value, headers, ksize, vsize)");
+        return NULL;
+    }
+    Py_ssize_t ksize, vsize, delta;
+    long long ts;
+    if (as_ssize(args[6], &ksize) < 0 || as_ssize(args[7], &vsize) < 0)
+        return NULL;
+    PyObject *builder = PyObject_GetAttr(args[1], str_builder);
+    if (builder == NULL)
+        return NULL;
+    if (!PyObject_TypeCheck(builder, &BuilderType)) {
+        Py_DECREF(builder);
+        PyErr_SetString(PyExc_TypeError, "append_to: batch.builder is not a RecordsBuilder");
+        return NULL;
+    }
+    int r = builder_append_impl((BuilderObject *)builder, args[2], args[3], args[4], args[5],
+                                &delta, &ts);
+    Py_DECREF(builder);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        Py_RETURN_NONE;
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    HandleObject *h = (HandleObject *)type->tp_alloc(type, 0);
+    if (h == NULL)
+        return NULL;
+    h->batch = Py_NewRef(args[1]);
+    h->delta = delta;
+    h->timestamp = ts;
+    h->ksize = ksize;
+    h->vsize = vsize;
+    return (PyObject *)h;
+}
+
 static PyMemberDef handle_members[] = {
     {"_batch", T_OBJECT, offsetof(HandleObject, batch), 0, NULL},
     {"_error", T_OBJECT, offsetof(HandleObject, error), 0, NULL},
@@ -1400,6 +1460,8 @@ static PyMethodDef methods[] = {
      "The Arrow buffers of the Spark source's columns for a list of records."},
     {"murmur2", murmur2, METH_O, "Kafka's murmur2 key hash, unsigned 32 bits."},
     {"now_ms", now_ms, METH_NOARGS, "Wall-clock time in whole milliseconds."},
+    {"append_to", (PyCFunction)(void (*)(void))append_to, METH_FASTCALL,
+     "Append a record to batch.builder; its delivery handle, or None if full."},
     {"run_record_callbacks", (PyCFunction)(void (*)(void))run_record_callbacks, METH_FASTCALL,
      "Call each record's delivery callback with a handle; return what they raised."},
     {NULL, NULL, 0, NULL},
@@ -1426,7 +1488,8 @@ PyInit__accel(void)
         || (str_done = PyUnicode_InternFromString("done")) == NULL
         || (str_exception = PyUnicode_InternFromString("exception")) == NULL
         || (str_callbacks = PyUnicode_InternFromString("callbacks")) == NULL
-        || (str_add_slow = PyUnicode_InternFromString("_add_callback_slow")) == NULL)
+        || (str_add_slow = PyUnicode_InternFromString("_add_callback_slow")) == NULL
+        || (str_builder = PyUnicode_InternFromString("builder")) == NULL)
         return NULL;
     PyObject *mod = PyModule_Create(&module);
     if (mod == NULL)

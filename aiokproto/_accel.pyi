@@ -53,3 +53,16 @@ class DeliveryHandle:
     def __init__(
         self, batch: Any, delta: int, timestamp: int, ksize: int, vsize: int, error: Any = None
     ) -> None: ...
+
+def append_to(
+    handle_type: type[Any],
+    batch: Any,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Any,
+    ksize: int,
+    vsize: int,
+    /,
+) -> Any: ...
+def run_record_callbacks(handle_type: type[Any], batch: Any, calls: list[Any], /) -> list[Any]: ...

@@ -21,7 +21,7 @@ from aiokproto.producer.batch import (
     ProducerBatch,
     ProducerIdentity,
 )
-from aiokproto.producer.delivery import BatchResult, DeliveryFuture
+from aiokproto.producer.delivery import BatchResult, DeliveryFuture, append_to
 from aiokproto.producer.options import BATCH_HEADER, ProducerOptions
 from aiokproto.records import RecordBatchBuilder
 from aiokproto.records.record import Header
@@ -145,24 +145,22 @@ class Accumulator:
         charge: int,
     ) -> DeliveryFuture:
         """Add one record (the caller checked its size and waited for memory)."""
+        ksize = -1 if key is None else len(key)
+        vsize = -1 if value is None else len(value)
         batch = pq.open
-        delta = None if batch is None else batch.builder.append(timestamp, key, value, headers)
-        if delta is None:
+        handle = None
+        if batch is not None:
+            handle = append_to(DeliveryFuture, batch, timestamp, key, value, headers, ksize, vsize)
+        if handle is None:
             # no open batch, or it is full: the first record of a new one always fits
             batch = self._new_batch(pq)
-            delta = batch.builder.append(timestamp, key, value, headers)
-            assert delta is not None
+            handle = append_to(DeliveryFuture, batch, timestamp, key, value, headers, ksize, vsize)
+            assert handle is not None
             self._enqueue(pq, batch)
         assert batch is not None
         batch.charge += charge
         self.used += charge
-        return DeliveryFuture(
-            batch,
-            delta,
-            timestamp,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
+        return handle
 
     def append_many(
         self,

@@ -20,6 +20,7 @@ from aiokproto.structs import TopicPartition
 
 if TYPE_CHECKING:
     from aiokproto.producer.batch import ProducerBatch
+    from aiokproto.records.record import Header
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +211,38 @@ if _native is not None:
     # DeliveryFuture's Python versions above are the reference the tests compare.
     for _name in ("done", "exception", "add_done_callback"):
         delattr(DeliveryFuture, _name)
+
+
+def _append_to(
+    cls: type[DeliveryFuture],
+    batch: ProducerBatch,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] | None,
+    ksize: int,
+    vsize: int,
+) -> DeliveryFuture | None:
+    delta = batch.builder.append(timestamp, key, value, headers)
+    return None if delta is None else cls(batch, delta, timestamp, ksize, vsize)
+
+
+#: ``append_to(DeliveryFuture, batch, timestamp, key, value, headers, ksize, vsize)``:
+#: the record onto ``batch.builder`` and its handle, or None if the batch is full (one
+#: C call when compiled)
+append_to: Callable[
+    [
+        type[DeliveryFuture],
+        ProducerBatch,
+        int,
+        bytes | None,
+        bytes | None,
+        Sequence[Header] | None,
+        int,
+        int,
+    ],
+    DeliveryFuture | None,
+] = _append_to if _native is None else _native.append_to
 
 
 def _run_record_callbacks(

@@ -48,6 +48,7 @@ from aiokproto.producer.delivery import (
     Segment,
     first_delivered,
 )
+from aiokproto.producer.delivery import append_to as _append_to
 from aiokproto.producer.options import (
     BATCH_HEADER,
     PRODUCER_OPTIONS,
@@ -575,11 +576,13 @@ class Producer:
             self._track(pq)
         batch = pq.open
         if batch is not None:
-            delta = batch.builder.append(timestamp_ms, key, value, headers)
-            if delta is not None:
+            handle = _append_to(
+                DeliveryFuture, batch, timestamp_ms, key, value, headers, ksize, vsize
+            )
+            if handle is not None:
                 batch.charge += charge
                 acc.used += charge
-                return DeliveryFuture(batch, delta, timestamp_ms, ksize, vsize)
+                return handle
         handle = acc.append(pq, timestamp_ms, key, value, headers, charge)
         if batch is not None:
             # A batch just filled up: the next call lets the sender ship it. Not now:

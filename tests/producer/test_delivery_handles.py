@@ -14,7 +14,7 @@ import pytest
 
 from aiokproto import accel
 from aiokproto.errors import KafkaTimeoutError
-from aiokproto.producer.delivery import BatchResult, DeliveryFuture
+from aiokproto.producer.delivery import BatchResult, DeliveryFuture, append_to
 
 from .test_accumulator import Rig
 
@@ -176,3 +176,20 @@ def test_handle_fields_keep_their_values() -> None:
         None,
         None,
     )
+
+
+async def test_append_to_gives_the_handle_or_none_when_the_batch_is_full() -> None:
+    rig = Rig(batch_size=300)
+    (first,) = _handles(rig, 1)
+    batch = first.batch
+    assert batch is not None
+    count = batch.builder.record_count
+    h = append_to(DeliveryFuture, batch, 1_700_000_000_001, b"k", b"v" * 100, None, 1, 100)
+    assert h is not None and h.batch is batch and h._delta == count
+    assert (h._timestamp, h._ksize, h._vsize) == (1_700_000_000_001, 1, 100)
+    assert append_to(DeliveryFuture, batch, 0, None, b"v" * 400, None, -1, 400) is None
+    with pytest.raises(TypeError):
+        append_to(DeliveryFuture, batch, 0, None, "text", None, -1, 4)  # type: ignore[arg-type]
+    assert batch.builder.record_count == count + 1  # the refused ones left nothing
+    batch.future.set_result(OK)
+    assert h.result().offset == 100 + count
