@@ -984,43 +984,51 @@ typedef struct {
     Py_ssize_t limit;
 } BuilderObject;
 
-static void
-builder_dealloc(BuilderObject *self)
+static int
+builder_traverse(BuilderObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->buf);
+    Py_VISIT(self->payload);
+    return 0;
+}
+
+static int
+builder_clear(BuilderObject *self)
 {
     Py_CLEAR(self->buf);
     Py_CLEAR(self->payload);
+    return 0;
+}
+
+static void
+builder_dealloc(BuilderObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    builder_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
+
+static PyObject *str_encode_headers;
 
 /* One record onto the builder (RecordBatchBuilder.append): 1 with its offset delta and
  * timestamp in *delta and *ts, 0 when it does not fit, -1 with an exception set. A delta
  * no varlong holds also gives 0: the record starts a batch of its own, where a timestamp
- * outside int64 is an OverflowError. */
+ * outside int64 is an OverflowError. Python code can run before the record is written
+ * (the timestamp's __index__, the headers' encoding, a 3.12+ __buffer__ of key or value)
+ * and change the builder: its fields are read only after all of it. */
 static int
 builder_append_impl(BuilderObject *self, PyObject *ts_obj, PyObject *key, PyObject *value,
                     PyObject *headers, Py_ssize_t *delta, long long *ts_out)
 {
-    if (self->buf == NULL || !PyByteArray_CheckExact(self->buf)) {
-        PyErr_SetString(PyExc_TypeError, "builder buffer must be a bytearray");
-        return -1;
-    }
     int overflow;
     long long ts = PyLong_AsLongLongAndOverflow(ts_obj, &overflow);
     if (ts == -1 && PyErr_Occurred())
         return -1;
-    Py_ssize_t n = self->count;
     if (overflow) {
-        if (n)
+        if (self->count)
             return 0;
         PyErr_SetString(PyExc_OverflowError, "record timestamp outside the int64 range");
         return -1;
-    }
-    int64_t td = 0;
-    if (n) {
-        long long base = self->base_ts;
-        if ((base < 0 && ts > LLONG_MAX + base) || (base > 0 && ts < LLONG_MIN + base))
-            return 0;
-        td = ts - base;
     }
     PyObject *encoded = NULL;
     if (headers != Py_None) {
@@ -1028,13 +1036,15 @@ builder_append_impl(BuilderObject *self, PyObject *ts_obj, PyObject *key, PyObje
         if (truth < 0)
             return -1;
         if (truth) {
-            encoded = PyObject_CallMethod((PyObject *)self, "_encode_headers", "O", headers);
+            /* one argument, whatever it is (a tuple of headers too) */
+            encoded = PyObject_CallMethodOneArg((PyObject *)self, str_encode_headers, headers);
             if (encoded == NULL)
                 return -1;
         }
     }
     field_t k, v, h;
     int r = -1;
+    Py_ssize_t n = 0;
     if (get_field(key, &k, "key") < 0)
         goto done;
     if (get_field(value, &v, "value") < 0) {
@@ -1046,7 +1056,17 @@ builder_append_impl(BuilderObject *self, PyObject *ts_obj, PyObject *key, PyObje
         release_field(&v);
         goto done;
     }
-    r = append_one(self->buf, n, td, &k, &v, &h, self->limit);
+    /* no Python code runs from here on */
+    n = self->count;
+    long long base = self->base_ts;
+    if (self->buf == NULL || !PyByteArray_CheckExact(self->buf)) {
+        PyErr_SetString(PyExc_TypeError, "builder buffer must be a bytearray");
+        r = -1;
+    }
+    else if (n && ((base < 0 && ts > LLONG_MAX + base) || (base > 0 && ts < LLONG_MIN + base)))
+        r = 0;
+    else
+        r = append_one(self->buf, n, n ? ts - base : 0, &k, &v, &h, self->limit);
     release_field(&k);
     release_field(&v);
     release_field(&h);
@@ -1065,18 +1085,45 @@ done:
     return 1;
 }
 
-/* append(timestamp_ms, key, value, headers=None) -> offset delta, or None when full */
+/* append(timestamp_ms, key, value, headers=None) -> offset delta, or None when full
+ * (the arguments by position or by name, as Python's) */
 static PyObject *
-builder_append(BuilderObject *self, PyObject *const *args, Py_ssize_t nargs)
+builder_append(BuilderObject *self, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
 {
-    if (nargs < 3 || nargs > 4) {
+    static const char *const names[] = {"timestamp_ms", "key", "value", "headers"};
+    PyObject *a[4] = {NULL, NULL, NULL, Py_None};
+    if (nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "append takes 3 or 4 arguments");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        a[i] = args[i];
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, j);
+        int i = 0;
+        while (i < 4 && PyUnicode_CompareWithASCIIString(name, names[i]) != 0)
+            i++;
+        if (i == 4) {
+            PyErr_Format(PyExc_TypeError, "append() got an unexpected keyword argument '%U'",
+                         name);
+            return NULL;
+        }
+        if (i < nargs) {
+            PyErr_Format(PyExc_TypeError, "append() got multiple values for argument '%s'",
+                         names[i]);
+            return NULL;
+        }
+        a[i] = args[nargs + j];
+    }
+    if (a[0] == NULL || a[1] == NULL || a[2] == NULL) {
         PyErr_SetString(PyExc_TypeError, "append takes 3 or 4 arguments");
         return NULL;
     }
     Py_ssize_t delta;
     long long ts;
-    int r = builder_append_impl(self, args[0], args[1], args[2], nargs == 4 ? args[3] : Py_None,
-                                &delta, &ts);
+    int r = builder_append_impl(self, a[0], a[1], a[2], a[3], &delta, &ts);
     if (r < 0)
         return NULL;
     if (r == 0)
@@ -1085,7 +1132,7 @@ builder_append(BuilderObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef builder_methods[] = {
-    {"append", (PyCFunction)(void (*)(void))builder_append, METH_FASTCALL,
+    {"append", (PyCFunction)(void (*)(void))builder_append, METH_FASTCALL | METH_KEYWORDS,
      "Append a record; return its offset delta, or None if the batch is full."},
     {NULL, NULL, 0, NULL},
 };
@@ -1105,8 +1152,10 @@ static PyTypeObject BuilderType = {
     .tp_name = "aiokproto._accel.RecordsBuilder",
     .tp_basicsize = sizeof(BuilderObject),
     .tp_dealloc = (destructor)builder_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The appendable state of a record batch builder.",
+    .tp_traverse = (traverseproc)builder_traverse,
+    .tp_clear = (inquiry)builder_clear,
     .tp_methods = builder_methods,
     .tp_members = builder_members,
     .tp_new = PyType_GenericNew,
@@ -1262,51 +1311,49 @@ static PyMethodDef handle_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* run_record_callbacks(handle_type, batch, calls) -> list of the exceptions raised
+/* run_record_callbacks(handle_type, batch, calls, report) -> None
  * (delivery.py's _run_record_callbacks: calls holds runs of (callback, delta,
  * timestamp, ksize, vsize); each callback gets a handle for its record, and an
- * Exception from one does not keep the others from running). */
+ * Exception from one goes to report(exception) at once and does not keep the others
+ * from running; any other BaseException stops the loop and propagates). */
 static PyObject *
 run_record_callbacks(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyType_Check(args[0])
+    if (nargs != 4 || !PyType_Check(args[0])
         || !PyType_IsSubtype((PyTypeObject *)args[0], &HandleType) || !PyList_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError,
-                        "run_record_callbacks(handle_type, batch, calls: list)");
+                        "run_record_callbacks(handle_type, batch, calls: list, report)");
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)args[0];
-    PyObject *batch = args[1], *calls = args[2];
-    PyObject *errors = PyList_New(0);
-    if (errors == NULL)
-        return NULL;
-    /* the list is read as it is now at each step: a callback may change it */
+    PyObject *batch = args[1], *calls = args[2], *report = args[3];
+    /* the list is read as it is now at each step (a callback may change it), and each
+     * run's items are held before any is converted (an __index__ may change it too) */
     for (Py_ssize_t i = 0; i + 4 < PyList_GET_SIZE(calls); i += 5) {
-        PyObject *callback = Py_NewRef(PyList_GET_ITEM(calls, i));
+        PyObject *item[5];
+        for (int j = 0; j < 5; j++)
+            item[j] = Py_NewRef(PyList_GET_ITEM(calls, i + j));
         HandleObject *h = (HandleObject *)type->tp_alloc(type, 0);
         int64_t ts;
-        if (h == NULL || as_ssize(PyList_GET_ITEM(calls, i + 1), &h->delta) < 0
-            || as_int64(PyList_GET_ITEM(calls, i + 2), &ts) < 0
-            || as_ssize(PyList_GET_ITEM(calls, i + 3), &h->ksize) < 0
-            || as_ssize(PyList_GET_ITEM(calls, i + 4), &h->vsize) < 0) {
-            Py_XDECREF(h);
-            Py_DECREF(callback);
-            Py_DECREF(errors);
-            return NULL;
+        int bad = h == NULL || as_ssize(item[1], &h->delta) < 0 || as_int64(item[2], &ts) < 0
+                  || as_ssize(item[3], &h->ksize) < 0 || as_ssize(item[4], &h->vsize) < 0;
+        PyObject *r = NULL;
+        if (!bad) {
+            h->timestamp = ts;
+            h->batch = Py_NewRef(batch);
+            r = PyObject_CallOneArg(item[0], (PyObject *)h);
         }
-        h->timestamp = ts;
-        h->batch = Py_NewRef(batch);
-        PyObject *r = PyObject_CallOneArg(callback, (PyObject *)h);
-        Py_DECREF(h);
-        Py_DECREF(callback);
+        Py_XDECREF(h);
+        for (int j = 0; j < 5; j++)
+            Py_DECREF(item[j]);
+        if (bad)
+            return NULL;
         if (r != NULL) {
             Py_DECREF(r);
             continue;
         }
-        if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* BaseException: stop here */
-            Py_DECREF(errors);
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) /* BaseException: stop here */
             return NULL;
-        }
 #if PY_VERSION_HEX >= 0x030C0000
         PyObject *value = PyErr_GetRaisedException();
 #else
@@ -1318,14 +1365,15 @@ run_record_callbacks(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         Py_XDECREF(type_);
         Py_XDECREF(tb);
 #endif
-        int bad = value == NULL || PyList_Append(errors, value) < 0;
-        Py_XDECREF(value);
-        if (bad) {
-            Py_DECREF(errors);
+        if (value == NULL) /* cannot happen: an exception was set */
+            continue;
+        r = PyObject_CallOneArg(report, value);
+        Py_DECREF(value);
+        if (r == NULL)
             return NULL;
-        }
+        Py_DECREF(r);
     }
-    return errors;
+    Py_RETURN_NONE;
 }
 
 static PyObject *str_builder;
@@ -1463,7 +1511,7 @@ static PyMethodDef methods[] = {
     {"append_to", (PyCFunction)(void (*)(void))append_to, METH_FASTCALL,
      "Append a record to batch.builder; its delivery handle, or None if full."},
     {"run_record_callbacks", (PyCFunction)(void (*)(void))run_record_callbacks, METH_FASTCALL,
-     "Call each record's delivery callback with a handle; return what they raised."},
+     "Call each record's delivery callback with a handle; report what they raised."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1489,7 +1537,8 @@ PyInit__accel(void)
         || (str_exception = PyUnicode_InternFromString("exception")) == NULL
         || (str_callbacks = PyUnicode_InternFromString("callbacks")) == NULL
         || (str_add_slow = PyUnicode_InternFromString("_add_callback_slow")) == NULL
-        || (str_builder = PyUnicode_InternFromString("builder")) == NULL)
+        || (str_builder = PyUnicode_InternFromString("builder")) == NULL
+        || (str_encode_headers = PyUnicode_InternFromString("_encode_headers")) == NULL)
         return NULL;
     PyObject *mod = PyModule_Create(&module);
     if (mod == NULL)

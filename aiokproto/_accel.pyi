@@ -1,4 +1,5 @@
 # Types of the compiled module built from _accel.c (see aiokproto/accel.py).
+from collections.abc import Callable
 from typing import Any
 
 def decode_records(
@@ -31,6 +32,9 @@ def arrow_columns(
 ) -> tuple[Any, ...]: ...
 def murmur2(data: bytes | bytearray | memoryview, /) -> int: ...
 def now_ms() -> int: ...
+def run_record_callbacks(
+    handle_type: type[Any], batch: Any, calls: list[Any], report: Callable[[Any], object], /
+) -> None: ...
 
 class RecordsBuilder:
     _buf: bytearray
@@ -40,7 +44,7 @@ class RecordsBuilder:
     _max_ts: int
     _limit: int
     def append(
-        self, timestamp_ms: int, key: bytes | None, value: bytes | None, headers: Any = None, /
+        self, timestamp_ms: int, key: bytes | None, value: bytes | None, headers: Any = None
     ) -> int | None: ...
 
 class DeliveryHandle:
@@ -65,4 +69,3 @@ def append_to(
     vsize: int,
     /,
 ) -> Any: ...
-def run_record_callbacks(handle_type: type[Any], batch: Any, calls: list[Any], /) -> list[Any]: ...

@@ -188,6 +188,13 @@ class DeliveryFuture(_HandleFields):
         # walk hundreds of thousands of live objects: 3x the cost of the send loop).
         calls += (callback, self._delta, self._timestamp, self._ksize, self._vsize)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # compiled, the fields are C members object's default copy/pickle cannot read
+        return (
+            self.__class__,
+            (self._batch, self._delta, self._timestamp, self._ksize, self._vsize, self._error),
+        )
+
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not DeliveryFuture:
             return NotImplemented
@@ -245,6 +252,12 @@ append_to: Callable[
 ] = _append_to if _native is None else _native.append_to
 
 
+def _report(error: BaseException) -> None:
+    """What the compiled loop does with an Exception a callback raised (at once, as the
+    Python loop's ``log.exception``, before the next callback runs)."""
+    log.error("a delivery callback raised", exc_info=error)
+
+
 def _run_record_callbacks(
     batch: ProducerBatch, calls: list[Any]
 ) -> Callable[[asyncio.Future[BatchResult]], None]:
@@ -252,8 +265,7 @@ def _run_record_callbacks(
         # from here on add_done_callback finds the future done and schedules its own
         batch.callbacks = None
         if _native is not None:
-            for error in _native.run_record_callbacks(DeliveryFuture, batch, calls):
-                log.error("a delivery callback raised", exc_info=error)
+            _native.run_record_callbacks(DeliveryFuture, batch, calls, _report)
             return
         for i in range(0, len(calls), 5):
             handle = DeliveryFuture(batch, calls[i + 1], calls[i + 2], calls[i + 3], calls[i + 4])

@@ -103,6 +103,8 @@ if TYPE_CHECKING or _native is None:
 else:
     _AppendState = _native.RecordsBuilder
 
+_APPEND_STATE: Final = ("_base_ts", "_buf", "_count", "_limit", "_max_ts", "_payload")
+
 
 class RecordBatchBuilder(_AppendState):
     """Builds one v2 batch for one partition, record by record.
@@ -215,6 +217,13 @@ class RecordBatchBuilder(_AppendState):
     ) -> int | None:
         """``append`` in Python: the reference for ``aiokproto._accel.RecordsBuilder``'s:
         the record's offset delta, or None if the batch is full."""
+        if not -_MAX_OFFSET - 1 <= timestamp_ms <= _MAX_OFFSET:
+            # the batch header holds int64 timestamps: a batch of its own, which refuses it
+            if self._count:
+                return None
+            raise OverflowError("record timestamp outside the int64 range")
+        # before the fields are read: encoding runs the headers' code, which may append
+        hb = _encode_headers(headers) if headers else _NO_HEADERS
         n = self._count
         table = _VARINT
         if n:
@@ -227,9 +236,6 @@ class RecordBatchBuilder(_AppendState):
                 return None
             odb = table[n] if n < _TABLE_SIZE else encode_varint(n)
         else:
-            if not -_MAX_OFFSET - 1 <= timestamp_ms <= _MAX_OFFSET:
-                raise OverflowError("record timestamp outside the int64 range")
-            self._base_ts = self._max_ts = timestamp_ms
             tdb = odb = b"\x00"
         if key is None:
             kb = _NULL_LENGTH
@@ -243,7 +249,6 @@ class RecordBatchBuilder(_AppendState):
         else:
             vl = len(value)
             vb = table[vl] if vl < _TABLE_SIZE else encode_varint(vl)
-        hb = _encode_headers(headers) if headers else _NO_HEADERS
         rec = b"".join((b"\x00", tdb, odb, kb, key, vb, value, hb))
         rl = len(rec)
         lb = table[rl] if rl < _TABLE_SIZE else encode_varint(rl)
@@ -253,7 +258,9 @@ class RecordBatchBuilder(_AppendState):
         buf += lb
         buf += rec
         self._count = n + 1
-        if timestamp_ms > self._max_ts:
+        if not n:
+            self._base_ts = self._max_ts = timestamp_ms
+        elif timestamp_ms > self._max_ts:
             self._max_ts = timestamp_ms
         self._payload = None
         return n
@@ -263,6 +270,12 @@ class RecordBatchBuilder(_AppendState):
     else:
         # RecordsBuilder.append calls this for records with headers
         _encode_headers = staticmethod(_encode_headers)
+
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        # compiled, the appended state is in C members object's default copy/pickle
+        # cannot read: the state names every field, as Python's __slots__ state does
+        names = (*_APPEND_STATE, *RecordBatchBuilder.__slots__)
+        return None, {name: getattr(self, name) for name in names if hasattr(self, name)}
 
     @property
     def record_count(self) -> int:

@@ -5,8 +5,10 @@ delivery.py; make test runs this module under both, and both must behave alike."
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import logging
+import pickle
 import weakref
 from typing import Any
 
@@ -193,3 +195,59 @@ async def test_append_to_gives_the_handle_or_none_when_the_batch_is_full() -> No
     assert batch.builder.record_count == count + 1  # the refused ones left nothing
     batch.future.set_result(OK)
     assert h.result().offset == 100 + count
+
+
+async def test_an_exception_before_a_base_exception_is_logged_in_its_turn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A BaseException (not an Exception) from a callback stops the run, as in Python:
+    what an earlier callback raised is logged all the same, before the next one runs
+    (review: the compiled loop kept errors to log after the loop, and lost them)."""
+
+    class Stop(BaseException):
+        pass
+
+    rig = Rig()
+    handles = _handles(rig, 3)
+    order: list[str] = []
+
+    def bad(h: DeliveryFuture) -> None:
+        raise ValueError("user bug")
+
+    def stop(h: DeliveryFuture) -> None:
+        order.append(f"stop, logged before: {len(caplog.records)}")
+        raise Stop
+
+    handles[0].add_done_callback(bad)
+    handles[1].add_done_callback(stop)
+    handles[2].add_done_callback(lambda h: order.append("never"))
+    loop = asyncio.get_running_loop()
+    seen: list[BaseException] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(context["exception"]))
+    try:
+        with caplog.at_level(logging.ERROR, logger="aiokproto.producer.delivery"):
+            handles[0].batch.future.set_result(OK)  # type: ignore[union-attr]
+            await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert order == ["stop, logged before: 1"]
+    (entry,) = [r for r in caplog.records if "a delivery callback raised" in r.message]
+    assert entry.exc_info is not None and isinstance(entry.exc_info[1], ValueError)
+    assert [type(e) for e in seen] == [Stop]
+
+
+async def test_a_handle_copies_and_pickles_as_in_python() -> None:
+    """copy/pickle read the fields (review: the compiled handle raised "cannot pickle")."""
+    failed = DeliveryFuture.failed(KafkaTimeoutError("refused"))
+    back = pickle.loads(pickle.dumps(failed))
+    assert type(back) is DeliveryFuture and back.batch is None
+    assert isinstance(back.exception(), KafkaTimeoutError)
+    (h,) = _handles(Rig(), 1)
+    for twin in (copy.copy(h), copy.deepcopy(h, {id(h.batch): h.batch})):
+        assert twin == h and twin is not h and twin.batch is h.batch
+        assert (twin._delta, twin._timestamp, twin._ksize, twin._vsize) == (
+            h._delta,
+            h._timestamp,
+            h._ksize,
+            h._vsize,
+        )
