@@ -178,9 +178,11 @@ class FakeBroker:
             pass
 
 
-def metadata_naming(fake: FakeBroker, topics: Mapping[str, uuid.UUID]) -> MetadataResponse:
-    """A Metadata answer: ``fake`` is the only broker, controller and the leader of
-    partition 0 of each of ``topics`` (name -> topic id)."""
+def metadata_naming(
+    fake: FakeBroker, topics: Mapping[str, uuid.UUID], leader_epoch: int = -1
+) -> MetadataResponse:
+    """A Metadata answer: ``fake`` is the only broker, controller and the leader (at
+    ``leader_epoch``) of partition 0 of each of ``topics`` (name -> topic id)."""
     return MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=fake.node_id, host=fake.host, port=fake.port)],
         cluster_id="fake",
@@ -193,6 +195,7 @@ def metadata_naming(fake: FakeBroker, topics: Mapping[str, uuid.UUID]) -> Metada
                     MetadataResponsePartition(
                         partition_index=0,
                         leader_id=fake.node_id,
+                        leader_epoch=leader_epoch,
                         replica_nodes=[fake.node_id],
                         isr_nodes=[fake.node_id],
                     )

@@ -175,14 +175,15 @@ class DeliveryFuture(_HandleFields):
         self._add_callback_slow(callback)
 
     def _add_callback_slow(self, callback: Callable[[DeliveryFuture], object]) -> None:
+        # the batch has no run list: it is done (or the record was refused), or this is
+        # its first callback
         batch = self._batch
         if batch is None or batch.future.done():
             asyncio.get_running_loop().call_soon(callback, self)
             return
-        calls = batch.callbacks
-        if calls is None:
-            calls = batch.callbacks = []
-            batch.future.add_done_callback(_run_record_callbacks(batch, calls))
+        calls: list[Any] = []
+        batch.callbacks = calls
+        batch.future.add_done_callback(_run_record_callbacks(batch, calls))
         # Flat runs of (callback, delta, timestamp, ksize, vsize): nothing made per record
         # outlives this call (a handle kept per record until delivery made the cyclic GC
         # walk hundreds of thousands of live objects: 3x the cost of the send loop).

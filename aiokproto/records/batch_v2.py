@@ -86,13 +86,16 @@ def _encode_headers(headers: Sequence[Header]) -> bytes:
     return b"".join(parts)
 
 
+# what append() changes: C members when compiled, these slots in Python
+_APPEND_STATE: Final = ("_base_ts", "_buf", "_count", "_limit", "_max_ts", "_payload")
+
 if TYPE_CHECKING or _native is None:
 
     class _AppendState:
         """What ``RecordBatchBuilder.append`` changes: compiled, the C type
         ``aiokproto._accel.RecordsBuilder`` (whose ``append`` is one C call) holds it."""
 
-        __slots__ = ("_base_ts", "_buf", "_count", "_limit", "_max_ts", "_payload")
+        __slots__ = _APPEND_STATE
         _buf: bytearray
         _payload: bytes | None  # compressed records, kept for rebuilds
         _count: int
@@ -102,8 +105,6 @@ if TYPE_CHECKING or _native is None:
 
 else:
     _AppendState = _native.RecordsBuilder
-
-_APPEND_STATE: Final = ("_base_ts", "_buf", "_count", "_limit", "_max_ts", "_payload")
 
 
 class RecordBatchBuilder(_AppendState):

@@ -16,9 +16,7 @@ from aiokproto.producer import Producer
 from aiokproto.protocol.messages.init_producer_id import InitProducerIdResponse
 from aiokproto.protocol.messages.metadata import (
     MetadataResponse,
-    MetadataResponseBroker,
     MetadataResponsePartition,
-    MetadataResponseTopic,
 )
 from aiokproto.protocol.messages.produce import (
     ProduceResponse,
@@ -27,7 +25,7 @@ from aiokproto.protocol.messages.produce import (
     ProduceResponseTopicProduceResponse,
 )
 from aiokproto.records import read_batches
-from tests.fake_broker import FakeBroker, Received, Reply
+from tests.fake_broker import FakeBroker, Received, Reply, metadata_naming
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID(int=0x1234)
@@ -80,27 +78,7 @@ class FakeCluster:
         return None
 
     def metadata(self) -> MetadataResponse:
-        b = self.broker
-        return MetadataResponse(
-            brokers=[MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port)],
-            cluster_id="fake",
-            controller_id=b.node_id,
-            topics=[
-                MetadataResponseTopic(
-                    name=TOPIC,
-                    topic_id=TOPIC_ID,
-                    partitions=[
-                        MetadataResponsePartition(
-                            partition_index=0,
-                            leader_id=b.node_id,
-                            leader_epoch=self.epoch,
-                            replica_nodes=[b.node_id],
-                            isr_nodes=[b.node_id],
-                        )
-                    ],
-                )
-            ],
-        )
+        return metadata_naming(self.broker, {TOPIC: TOPIC_ID}, leader_epoch=self.epoch)
 
     def answer(self, rec: Received, error: int, **extra: Any) -> ProduceResponse:
         part_data = rec.request.topic_data[0].partition_data[0]
