@@ -6,10 +6,10 @@ buffers them all at once (all or nothing) when the batch is sent.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from aiokproto.accel import now_ms
 from aiokproto.errors import KafkaConfigError
 from aiokproto.producer.accumulator import RECORD_CHARGE
 from aiokproto.producer.options import BATCH_HEADER, RECORD_OVERHEAD_BOUND
@@ -24,7 +24,7 @@ def _timestamp_ms(timestamp: float | None) -> int:
     """Milliseconds since the epoch for ``timestamp`` in seconds (None: now), checked
     here so that a bad one fails this append, never the record batch it would join."""
     if timestamp is None:
-        return int(time.time() * 1000)
+        return now_ms()
     try:
         ms = float(timestamp) * 1000
     except (TypeError, ValueError):
