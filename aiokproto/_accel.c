@@ -1458,15 +1458,9 @@ now_ms(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(unused))
 
 /* -- murmur2 ------------------------------------------------------------------------- */
 
-/* murmur2(data) -> int (aiokproto.producer.partitioner.murmur2) */
-static PyObject *
-murmur2(PyObject *Py_UNUSED(self), PyObject *arg)
+static uint32_t
+murmur2_hash(const uint8_t *data, Py_ssize_t n)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const uint8_t *data = (const uint8_t *)view.buf;
-    Py_ssize_t n = view.len;
     const uint32_t m = 0x5bd1e995u;
     uint32_t h = 0x9747b28cu ^ (uint32_t)n;
     Py_ssize_t words = n >> 2;
@@ -1495,8 +1489,282 @@ murmur2(PyObject *Py_UNUSED(self), PyObject *arg)
     h ^= h >> 13;
     h *= m;
     h ^= h >> 15;
+    return h;
+}
+
+/* murmur2(data) -> int (aiokproto.producer.partitioner.murmur2) */
+static PyObject *
+murmur2(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t h = murmur2_hash((const uint8_t *)view.buf, view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(h);
+}
+
+/* -- send()'s common case -------------------------------------------------------------- */
+
+/* Producer.send() for a record that needs nothing but buffering (aiokproto/producer/
+ * producer.py's send_fast, the reference): the producer's, topic's, accumulator's,
+ * queue's and batch's state is read and written at the offsets of their classes'
+ * __slots__ member descriptors, as the interpreter's own slot loads do, so the call
+ * costs no attribute lookups. bind_send() takes the classes once; an object of another
+ * class, or any state off the common path, gives None and send() takes its Python path.
+ * Nothing is changed before the record is in its batch. */
+
+enum {
+    SF_YIELD_NEXT, SF_PLAIN, SF_PARTITIONER, SF_MAX_CHARGE, SF_TOPICS, SF_ACC, SF_RESERVED,
+    SF_SPACE_QUEUE, SF_STICKY, SF_STICKY_QUEUE, SF_QUEUES, SF_COUNT, SF_LEFT, SF_USED,
+    SF_LIMIT, SF_TXN_ADDED, SF_OPEN, SF_CHARGE, SF_BUILDER, SF_N
+};
+
+/* which of bind_send's classes holds each slot, and its name */
+static const struct {
+    int cls;
+    const char *name;
+} sf_names[SF_N] = {
+    {0, "_yield_next"}, {0, "_plain"}, {0, "_partitioner"}, {0, "_max_charge"},
+    {0, "_topics"}, {0, "_acc"}, {0, "_reserved"}, {0, "_space_queue"},
+    {1, "sticky"}, {1, "sticky_queue"}, {1, "queues"}, {1, "count"},
+    {2, "left"}, {3, "used"}, {3, "limit"}, {4, "txn_added"}, {4, "open"},
+    {5, "charge"}, {5, "builder"},
+};
+
+static PyTypeObject *sf_types[6]; /* Producer, _TopicState, StickyPartitioner,
+                                   * Accumulator, PartitionQueue, ProducerBatch */
+static Py_ssize_t sf_offsets[SF_N];
+static PyTypeObject *sf_handle_type, *sf_deque_type;
+static Py_ssize_t sf_record_charge;
+
+#define SF_SLOT(obj, i) (*(PyObject **)((char *)(obj) + sf_offsets[i]))
+#define SF_IS(obj, cls) ((obj) != NULL && PyObject_TypeCheck((obj), sf_types[cls]))
+
+/* bind_send(producer, topic_state, sticky, accumulator, queue, batch, handle_type,
+ * record_charge): the classes send_fast reads */
+static PyObject *
+bind_send(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "bind_send takes 8 arguments");
+        return NULL;
+    }
+    for (int i = 0; i < 7; i++)
+        if (!PyType_Check(args[i])) {
+            PyErr_SetString(PyExc_TypeError, "bind_send: the first 7 arguments are classes");
+            return NULL;
+        }
+    if (!PyType_IsSubtype((PyTypeObject *)args[6], &HandleType)) {
+        PyErr_SetString(PyExc_TypeError, "bind_send: handle_type is not a DeliveryHandle");
+        return NULL;
+    }
+    Py_ssize_t charge = PyLong_AsSsize_t(args[7]);
+    if (charge == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t offsets[SF_N];
+    for (int i = 0; i < SF_N; i++) {
+        PyObject *cls = args[sf_names[i].cls];
+        PyObject *d = PyObject_GetAttrString(cls, sf_names[i].name);
+        if (d == NULL)
+            return NULL;
+        PyMemberDef *m = Py_IS_TYPE(d, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)d)->d_member
+                                                             : NULL;
+        int ok = m != NULL && m->type == T_OBJECT_EX && !(m->flags & READONLY);
+        if (ok)
+            offsets[i] = m->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "bind_send: %s.%s is not a __slots__ member",
+                         ((PyTypeObject *)cls)->tp_name, sf_names[i].name);
+            return NULL;
+        }
+    }
+    PyObject *collections = PyImport_ImportModule("collections");
+    if (collections == NULL)
+        return NULL;
+    PyObject *deque = PyObject_GetAttrString(collections, "deque");
+    Py_DECREF(collections);
+    if (deque == NULL)
+        return NULL;
+    if (!PyType_Check(deque)) {
+        Py_DECREF(deque);
+        PyErr_SetString(PyExc_TypeError, "bind_send: collections.deque is not a class");
+        return NULL;
+    }
+    Py_XSETREF(sf_deque_type, (PyTypeObject *)deque);
+    for (int i = 0; i < 6; i++)
+        Py_XSETREF(sf_types[i], (PyTypeObject *)Py_NewRef(args[i]));
+    Py_XSETREF(sf_handle_type, (PyTypeObject *)Py_NewRef(args[6]));
+    memcpy(sf_offsets, offsets, sizeof offsets);
+    sf_record_charge = charge;
+    Py_RETURN_NONE;
+}
+
+/* an exact int slot: 1 with its value in *out, 0 if it is anything else */
+static int
+sf_ssize(PyObject *obj, int i, Py_ssize_t *out)
+{
+    PyObject *v = SF_SLOT(obj, i);
+    if (v == NULL || !PyLong_CheckExact(v))
+        return 0;
+    *out = PyLong_AsSsize_t(v);
+    if (*out == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* an OverflowError: the Python path handles such state */
+        return 0;
+    }
+    return 1;
+}
+
+/* adds `delta` to an exact int slot read by sf_ssize as `was` */
+static int
+sf_add(PyObject *obj, int i, Py_ssize_t was, Py_ssize_t delta)
+{
+    PyObject *v = PyLong_FromSsize_t(was + delta);
+    if (v == NULL)
+        return -1;
+    Py_XSETREF(SF_SLOT(obj, i), v);
+    return 0;
+}
+
+/* send_fast(producer, topic, value, key, timestamp_ms) -> handle, or None: take the
+ * Python path */
+static PyObject *
+send_fast(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "send_fast(producer, topic, value, key, timestamp_ms)");
+        return NULL;
+    }
+    PyObject *p = args[0], *topic = args[1], *value = args[2], *key = args[3], *ts_obj = args[4];
+    if (sf_handle_type == NULL || !SF_IS(p, 0) || SF_SLOT(p, SF_YIELD_NEXT) != Py_False
+        || SF_SLOT(p, SF_PLAIN) != Py_True || SF_SLOT(p, SF_PARTITIONER) != Py_None
+        || !PyUnicode_CheckExact(topic))
+        Py_RETURN_NONE;
+    Py_ssize_t vsize = -1, ksize = -1;
+    if (value != Py_None) {
+        if (!PyBytes_CheckExact(value))
+            Py_RETURN_NONE;
+        vsize = PyBytes_GET_SIZE(value);
+    }
+    if (key != Py_None) {
+        if (!PyBytes_CheckExact(key))
+            Py_RETURN_NONE;
+        ksize = PyBytes_GET_SIZE(key);
+    }
+    if (ts_obj != Py_None) {
+        if (!PyLong_CheckExact(ts_obj))
+            Py_RETURN_NONE;
+        int overflow;
+        long long t = PyLong_AsLongLongAndOverflow(ts_obj, &overflow);
+        if (overflow || t < -1)
+            Py_RETURN_NONE;
+    }
+    Py_ssize_t charge = sf_record_charge + vsize + ksize, max_charge;
+    if (!sf_ssize(p, SF_MAX_CHARGE, &max_charge) || charge > max_charge)
+        Py_RETURN_NONE;
+    PyObject *topics = SF_SLOT(p, SF_TOPICS);
+    if (topics == NULL || !PyDict_CheckExact(topics))
+        Py_RETURN_NONE;
+    /* the lookup may run a hostile key's __eq__: nothing is read from p before it */
+    Py_INCREF(topics);
+    PyObject *ts = PyDict_GetItemWithError(topics, topic);
+    Py_XINCREF(ts);
+    Py_DECREF(topics);
+    if (ts == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *result = Py_None, *pq = NULL, *sticky = NULL;
+    Py_ssize_t left = 0;
+    if (!SF_IS(ts, 1))
+        goto fallback;
+    if (key == Py_None) {
+        sticky = SF_SLOT(ts, SF_STICKY);
+        if (!SF_IS(sticky, 2) || !sf_ssize(sticky, SF_LEFT, &left) || left <= 0)
+            goto fallback;
+        pq = Py_XNewRef(SF_SLOT(ts, SF_STICKY_QUEUE));
+    }
+    else {
+        /* the default partitioner: partition_for_key(key, count) */
+        Py_ssize_t count;
+        PyObject *queues = SF_SLOT(ts, SF_QUEUES);
+        if (!sf_ssize(ts, SF_COUNT, &count) || count <= 0 || queues == NULL
+            || !PyDict_CheckExact(queues))
+            goto fallback;
+        uint32_t h = murmur2_hash((const uint8_t *)PyBytes_AS_STRING(key), ksize);
+        PyObject *part = PyLong_FromSsize_t((Py_ssize_t)((h & 0x7fffffffu) % (size_t)count));
+        if (part == NULL) {
+            result = NULL;
+            goto fallback;
+        }
+        Py_INCREF(queues);
+        pq = PyDict_GetItemWithError(queues, part);
+        Py_XINCREF(pq);
+        Py_DECREF(queues);
+        Py_DECREF(part);
+        if (pq == NULL) {
+            if (PyErr_Occurred())
+                result = NULL;
+            goto fallback;
+        }
+    }
+    /* From here until the handle is made no Python code runs (exact bytes, int and
+     * None; a bytearray grows), so what is read stays as read. */
+    PyObject *acc = SF_SLOT(p, SF_ACC), *waiting = SF_SLOT(p, SF_SPACE_QUEUE), *batch, *builder;
+    Py_ssize_t used, limit, reserved, held;
+    if (!SF_IS(pq, 4) || SF_SLOT(pq, SF_TXN_ADDED) != Py_True || !SF_IS(acc, 3)
+        || !sf_ssize(acc, SF_USED, &used) || !sf_ssize(acc, SF_LIMIT, &limit)
+        || !sf_ssize(p, SF_RESERVED, &reserved) || waiting == NULL
+        || !Py_IS_TYPE(waiting, sf_deque_type) || PyObject_Size(waiting) != 0
+        || used > limit - reserved - charge)
+        goto fallback;
+    batch = SF_SLOT(pq, SF_OPEN);
+    if (!SF_IS(batch, 5) || !sf_ssize(batch, SF_CHARGE, &held))
+        goto fallback;
+    builder = SF_SLOT(batch, SF_BUILDER);
+    if (builder == NULL || !PyObject_TypeCheck(builder, &BuilderType))
+        goto fallback;
+    PyObject *stamp = ts_obj == Py_None ? now_ms(NULL, NULL) : Py_NewRef(ts_obj);
+    if (stamp == NULL) {
+        result = NULL;
+        goto fallback;
+    }
+    Py_ssize_t delta;
+    long long t;
+    int r = builder_append_impl((BuilderObject *)builder, stamp, key, value, Py_None, &delta, &t);
+    Py_DECREF(stamp);
+    if (r <= 0) { /* full: the Python path opens the next batch */
+        if (r < 0)
+            result = NULL;
+        goto fallback;
+    }
+    if ((sticky != NULL && sf_add(sticky, SF_LEFT, left, -charge) < 0)
+        || sf_add(batch, SF_CHARGE, held, charge) < 0 || sf_add(acc, SF_USED, used, charge) < 0) {
+        result = NULL; /* a MemoryError; the record is in its batch, as in append_to */
+        goto fallback;
+    }
+    Py_INCREF(batch); /* making the handle can run the cyclic GC, and so Python code */
+    HandleObject *hd = (HandleObject *)sf_handle_type->tp_alloc(sf_handle_type, 0);
+    if (hd == NULL) {
+        Py_DECREF(batch);
+        result = NULL;
+        goto fallback;
+    }
+    hd->batch = batch;
+    hd->delta = delta;
+    hd->timestamp = t;
+    hd->ksize = ksize;
+    hd->vsize = vsize;
+    result = (PyObject *)hd;
+    Py_DECREF(ts);
+    Py_DECREF(pq);
+    return result;
+fallback:
+    Py_DECREF(ts);
+    Py_XDECREF(pq);
+    return Py_XNewRef(result);
 }
 
 static PyMethodDef methods[] = {
@@ -1512,6 +1780,10 @@ static PyMethodDef methods[] = {
      "Append a record to batch.builder; its delivery handle, or None if full."},
     {"run_record_callbacks", (PyCFunction)(void (*)(void))run_record_callbacks, METH_FASTCALL,
      "Call each record's delivery callback with a handle; report what they raised."},
+    {"bind_send", (PyCFunction)(void (*)(void))bind_send, METH_FASTCALL,
+     "Bind the classes whose __slots__ send_fast reads."},
+    {"send_fast", (PyCFunction)(void (*)(void))send_fast, METH_FASTCALL,
+     "Producer.send()'s common case: the record's handle, or None for the Python path."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -179,10 +179,14 @@ class FakeBroker:
 
 
 def metadata_naming(
-    fake: FakeBroker, topics: Mapping[str, uuid.UUID], leader_epoch: int = -1
+    fake: FakeBroker,
+    topics: Mapping[str, uuid.UUID],
+    leader_epoch: int = -1,
+    partitions: int = 1,
 ) -> MetadataResponse:
     """A Metadata answer: ``fake`` is the only broker, controller and the leader (at
-    ``leader_epoch``) of partition 0 of each of ``topics`` (name -> topic id)."""
+    ``leader_epoch``) of partitions 0..``partitions``-1 of each of ``topics`` (name ->
+    topic id)."""
     return MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=fake.node_id, host=fake.host, port=fake.port)],
         cluster_id="fake",
@@ -193,12 +197,13 @@ def metadata_naming(
                 topic_id=topic_id,
                 partitions=[
                     MetadataResponsePartition(
-                        partition_index=0,
+                        partition_index=index,
                         leader_id=fake.node_id,
                         leader_epoch=leader_epoch,
                         replica_nodes=[fake.node_id],
                         isr_nodes=[fake.node_id],
                     )
+                    for index in range(partitions)
                 ],
             )
             for name, topic_id in topics.items()

@@ -57,6 +57,9 @@ class DrainResult:
 class Accumulator:
     """Owns every batch from the first append until its future is resolved."""
 
+    # read and written by send()'s compiled common case (accel: bind_send)
+    __slots__ = ("__dict__", "__weakref__", "limit", "used")
+
     def __init__(
         self,
         options: ProducerOptions,

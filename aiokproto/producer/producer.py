@@ -12,10 +12,11 @@ import contextlib
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from operator import add
 from typing import Any, Final, NoReturn, Self, overload
 
+from aiokproto.accel import native as _native
 from aiokproto.accel import now_ms as _now_ms
 from aiokproto.awaitables import DONE
 from aiokproto.cluster.client import ClusterClient
@@ -39,7 +40,7 @@ from aiokproto.metrics.producer import ProducerMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.producer.accumulator import RECORD_CHARGE, Accumulator
-from aiokproto.producer.batch import PartitionQueue
+from aiokproto.producer.batch import PartitionQueue, ProducerBatch
 from aiokproto.producer.built import BatchBuilder
 from aiokproto.producer.delivery import (
     BatchDelivery,
@@ -268,6 +269,19 @@ class Producer:
     ``max_in_flight_requests_per_connection``, security...).
     """
 
+    # what send()'s compiled common case reads (accel: bind_send) is in slots
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_acc",
+        "_max_charge",
+        "_partitioner",
+        "_plain",
+        "_reserved",
+        "_space_queue",
+        "_topics",
+        "_yield_next",
+    )
     _acc: Accumulator  # set by start(); send() checks _plain/_accepting first
 
     def __init__(self, **options: Any) -> None:
@@ -514,6 +528,11 @@ class Producer:
         ``max_request_size``/``buffer_memory`` gets a handle that fails with
         ``RecordTooLargeError`` (nothing else is affected).
         """
+        if _send_fast is not None and partition is None and headers is None:
+            # the common case below in one C call; None: something is off it
+            handle = _send_fast(self, topic, value, key, timestamp_ms)
+            if handle is not None:
+                return handle
         if self._yield_next:
             await self._give_sender_a_turn()
         txn_round = self._txn_round
@@ -1199,3 +1218,20 @@ class _SpaceWait:
         self.charge = charge
         self.future = future
         self.granted = False
+
+
+# send()'s common case compiled (None in the pure build): the C code reads and writes
+# these classes' __slots__ at their offsets, checked against the classes bound here
+_send_fast: Callable[[Producer, Any, Any, Any, Any], DeliveryFuture | None] | None = None
+if _native is not None:
+    _native.bind_send(
+        Producer,
+        _TopicState,
+        StickyPartitioner,
+        Accumulator,
+        PartitionQueue,
+        ProducerBatch,
+        DeliveryFuture,
+        RECORD_CHARGE,
+    )
+    _send_fast = _native.send_fast
