@@ -1570,7 +1570,10 @@ bind_send(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         PyMemberDef *m = Py_IS_TYPE(d, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)d)->d_member
                                                              : NULL;
-        int ok = m != NULL && m->type == T_OBJECT_EX && !(m->flags & READONLY);
+        /* an offset into the layout of the member's own class: only for it and its
+         * subclasses (a descriptor set on an unrelated class would read outside) */
+        int ok = m != NULL && m->type == T_OBJECT_EX && !(m->flags & READONLY)
+                 && PyType_IsSubtype((PyTypeObject *)cls, PyDescr_TYPE(d));
         if (ok)
             offsets[i] = m->offset;
         Py_DECREF(d);
@@ -1614,17 +1617,6 @@ sf_ssize(PyObject *obj, int i, Py_ssize_t *out)
         return 0;
     }
     return 1;
-}
-
-/* adds `delta` to an exact int slot read by sf_ssize as `was` */
-static int
-sf_add(PyObject *obj, int i, Py_ssize_t was, Py_ssize_t delta)
-{
-    PyObject *v = PyLong_FromSsize_t(was + delta);
-    if (v == NULL)
-        return -1;
-    Py_XSETREF(SF_SLOT(obj, i), v);
-    return 0;
 }
 
 /* send_fast(producer, topic, value, key, timestamp_ms) -> handle, or None: take the
@@ -1676,14 +1668,26 @@ send_fast(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         Py_RETURN_NONE;
     }
-    PyObject *result = Py_None, *pq = NULL, *sticky = NULL;
+    PyObject *result = Py_None, *pq = NULL, *sticky = NULL, *acc = NULL, *batch = NULL;
+    PyObject *new_left = NULL, *new_held = NULL, *new_used = NULL;
+    HandleObject *hd = NULL;
     Py_ssize_t left = 0;
     if (!SF_IS(ts, 1))
         goto fallback;
+    /* The handle first: allocating it can run the cyclic GC, and so Python code, which
+     * must not find anything changed after a failure, nor change what is read below. */
+    hd = (HandleObject *)sf_handle_type->tp_alloc(sf_handle_type, 0);
+    if (hd == NULL) {
+        result = NULL;
+        goto fallback;
+    }
     if (key == Py_None) {
         sticky = SF_SLOT(ts, SF_STICKY);
-        if (!SF_IS(sticky, 2) || !sf_ssize(sticky, SF_LEFT, &left) || left <= 0)
+        if (!SF_IS(sticky, 2) || !sf_ssize(sticky, SF_LEFT, &left) || left <= 0) {
+            sticky = NULL;
             goto fallback;
+        }
+        Py_INCREF(sticky);
         pq = Py_XNewRef(SF_SLOT(ts, SF_STICKY_QUEUE));
     }
     else {
@@ -1710,22 +1714,38 @@ send_fast(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
             goto fallback;
         }
     }
-    /* From here until the handle is made no Python code runs (exact bytes, int and
-     * None; a bytearray grows), so what is read stays as read. */
-    PyObject *acc = SF_SLOT(p, SF_ACC), *waiting = SF_SLOT(p, SF_SPACE_QUEUE), *batch, *builder;
+    /* From here until the record is appended no Python code runs (exact bytes, int and
+     * None; a bytearray grows; ints are not tracked by the GC), so what is read stays as
+     * read. The append itself can (it drops the builder's kept payload): the objects
+     * written after it are held. */
+    PyObject *waiting = SF_SLOT(p, SF_SPACE_QUEUE), *builder;
     Py_ssize_t used, limit, reserved, held;
+    acc = SF_SLOT(p, SF_ACC);
     if (!SF_IS(pq, 4) || SF_SLOT(pq, SF_TXN_ADDED) != Py_True || !SF_IS(acc, 3)
         || !sf_ssize(acc, SF_USED, &used) || !sf_ssize(acc, SF_LIMIT, &limit)
         || !sf_ssize(p, SF_RESERVED, &reserved) || waiting == NULL
         || !Py_IS_TYPE(waiting, sf_deque_type) || PyObject_Size(waiting) != 0
-        || used > limit - reserved - charge)
+        || used > limit - reserved - charge) {
+        acc = NULL;
         goto fallback;
+    }
+    Py_INCREF(acc);
     batch = SF_SLOT(pq, SF_OPEN);
-    if (!SF_IS(batch, 5) || !sf_ssize(batch, SF_CHARGE, &held))
+    if (!SF_IS(batch, 5) || !sf_ssize(batch, SF_CHARGE, &held)) {
+        batch = NULL;
         goto fallback;
+    }
+    Py_INCREF(batch);
     builder = SF_SLOT(batch, SF_BUILDER);
     if (builder == NULL || !PyObject_TypeCheck(builder, &BuilderType))
         goto fallback;
+    /* the new values before the record goes in: a MemoryError leaves nothing changed */
+    if ((sticky != NULL && (new_left = PyLong_FromSsize_t(left - charge)) == NULL)
+        || (new_held = PyLong_FromSsize_t(held + charge)) == NULL
+        || (new_used = PyLong_FromSsize_t(used + charge)) == NULL) {
+        result = NULL;
+        goto fallback;
+    }
     PyObject *stamp = ts_obj == Py_None ? now_ms(NULL, NULL) : Py_NewRef(ts_obj);
     if (stamp == NULL) {
         result = NULL;
@@ -1733,37 +1753,40 @@ send_fast(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t delta;
     long long t;
+    Py_INCREF(builder);
     int r = builder_append_impl((BuilderObject *)builder, stamp, key, value, Py_None, &delta, &t);
+    Py_DECREF(builder);
     Py_DECREF(stamp);
     if (r <= 0) { /* full: the Python path opens the next batch */
         if (r < 0)
             result = NULL;
         goto fallback;
     }
-    if ((sticky != NULL && sf_add(sticky, SF_LEFT, left, -charge) < 0)
-        || sf_add(batch, SF_CHARGE, held, charge) < 0 || sf_add(acc, SF_USED, used, charge) < 0) {
-        result = NULL; /* a MemoryError; the record is in its batch, as in append_to */
-        goto fallback;
-    }
-    Py_INCREF(batch); /* making the handle can run the cyclic GC, and so Python code */
-    HandleObject *hd = (HandleObject *)sf_handle_type->tp_alloc(sf_handle_type, 0);
-    if (hd == NULL) {
-        Py_DECREF(batch);
-        result = NULL;
-        goto fallback;
-    }
-    hd->batch = batch;
+    /* nothing can fail from here on */
+    if (sticky != NULL)
+        Py_XSETREF(SF_SLOT(sticky, SF_LEFT), new_left);
+    Py_XSETREF(SF_SLOT(batch, SF_CHARGE), new_held);
+    Py_XSETREF(SF_SLOT(acc, SF_USED), new_used);
+    hd->batch = batch; /* the reference held above */
     hd->delta = delta;
     hd->timestamp = t;
     hd->ksize = ksize;
     hd->vsize = vsize;
-    result = (PyObject *)hd;
     Py_DECREF(ts);
     Py_DECREF(pq);
-    return result;
+    Py_XDECREF(sticky);
+    Py_DECREF(acc);
+    return (PyObject *)hd;
 fallback:
     Py_DECREF(ts);
     Py_XDECREF(pq);
+    Py_XDECREF(sticky);
+    Py_XDECREF(acc);
+    Py_XDECREF(batch);
+    Py_XDECREF(new_left);
+    Py_XDECREF(new_held);
+    Py_XDECREF(new_used);
+    Py_XDECREF(hd);
     return Py_XNewRef(result);
 }
 

@@ -87,7 +87,7 @@ def state(p: Producer) -> dict[str, Any]:
                 b.charge,
                 [
                     (r.offset, r.timestamp, r.key, r.value, r.headers)
-                    for r in list(read_batches(b.builder.build()))[0]
+                    for r in next(iter(read_batches(b.builder.build())))
                 ],
             )
             for b in every
@@ -313,3 +313,99 @@ async def test_the_handles_resolve_to_their_own_records() -> None:
             (-1 if k is None else len(k), len(v)) for k, v, _ in sent
         ]
         assert len(fake.produces) > 1
+
+
+def _fast_state(p: Producer) -> tuple[Any, ...]:
+    ts = p._topics[TOPIC]
+    pq = ts.sticky_queue
+    assert pq is not None and pq.open is not None
+    b = pq.open
+    return (p._acc.used, b.charge, b.builder.record_count, len(b.builder._buf), ts.sticky.left)
+
+
+@compiled_only
+async def test_a_memory_error_in_send_fast_buffers_nothing() -> None:
+    """Each allocation send_fast makes failing in turn: it raises MemoryError having
+    changed nothing, or buffers the record with all its accounting (never a record in
+    its batch while the caller gets an error: a retry would duplicate it)."""
+    _testcapi = pytest.importorskip("_testcapi")
+    fast = producer_module._send_fast
+    assert fast is not None
+    async with silent_cluster() as fake, held(fake, True, batch_size=1 << 20) as p:
+        await p.send(TOPIC, b"first")
+        value = b"x" * 1000
+        charge = producer_module.RECORD_CHARGE + len(value) - 1
+        failures = 0
+        for k in range(40):
+            before = _fast_state(p)
+            _testcapi.set_nomemory(k, k + 1)
+            try:
+                h = fast(p, TOPIC, value, None, None)
+                err = None
+            except MemoryError as e:
+                h, err = None, e
+            finally:
+                _testcapi.remove_mem_hooks()
+            after = _fast_state(p)
+            if h is None:
+                assert after == before, (k, err, before, after)
+                failures += err is not None
+            else:
+                assert after[0] == before[0] + charge and after[1] == before[1] + charge, k
+                assert after[2] == before[2] + 1 and after[4] == before[4] - charge, k
+        assert failures > 0
+
+
+@compiled_only
+async def test_python_code_run_by_the_append_cannot_free_what_send_fast_writes() -> None:
+    """Appending drops the builder's kept payload; a finalizer it runs may drop the
+    topic's sticky chooser, which send_fast then writes (use after free)."""
+    fast = producer_module._send_fast
+    assert fast is not None
+    async with silent_cluster() as fake, held(fake, True, batch_size=1 << 20) as p:
+        await p.send(TOPIC, b"first")
+        ts = p._topics[TOPIC]
+        pq = ts.sticky_queue
+        assert pq is not None and pq.open is not None
+        decoys: list[StickyPartitioner] = []
+
+        class Evil:
+            def __del__(self) -> None:
+                ts.sticky = StickyPartitioner(1 << 20)
+                del p._sticky[TOPIC]  # the old chooser's last reference is send_fast's
+                for _ in range(5):  # new ones of the same size take the freed memory
+                    decoys.append(StickyPartitioner(12345))
+
+        pq.open.builder._payload = Evil()
+        assert fast(p, TOPIC, b"v" * 100, None, None) is not None
+        assert len(decoys) == 5
+        assert [d.left for d in decoys] == [0] * 5
+        assert ts.sticky.left == 0  # untouched: the chooser send_fast read is not this one
+
+
+@compiled_only
+def test_bind_send_refuses_another_classes_member() -> None:
+    """A slot member is an offset into its own class's layout only: one borrowed by an
+    unrelated class would make send_fast read and write outside its objects."""
+    assert native is not None
+
+    class Fake:  # Producer's members, an unrelated (smaller) layout
+        pass
+
+    for name in producer_module.Producer.__slots__[2:]:
+        setattr(Fake, name, getattr(producer_module.Producer, name))
+    args = [
+        producer_module.Producer,
+        producer_module._TopicState,
+        StickyPartitioner,
+        producer_module.Accumulator,
+        PartitionQueue,
+        producer_module.ProducerBatch,
+        DeliveryFuture,
+        producer_module.RECORD_CHARGE,
+    ]
+    try:
+        with pytest.raises(TypeError, match="not a __slots__ member"):
+            native.bind_send(Fake, *args[1:])
+    finally:
+        native.bind_send(*args)
