@@ -21,7 +21,7 @@ from tests.faults.fuzz.runner import SUCCESS, run_in_new_loop
 from tests.faults.fuzz.shards import run_cases
 
 SEED = int(os.environ.get("AIOKPROTO_FUZZ_SEED", "1"))
-FAULT_SLICE = 4_000
+FAULT_SLICE = 2_500
 FAULT_FULL = 100_000
 RSS_GROWTH_LIMIT = 64 * 2**20  # per worker process, over the whole run
 
