@@ -69,3 +69,17 @@ def append_to(
     vsize: int,
     /,
 ) -> Any: ...
+def bind_send(
+    producer: type[Any],
+    topic_state: type[Any],
+    sticky: type[Any],
+    accumulator: type[Any],
+    queue: type[Any],
+    batch: type[Any],
+    handle_type: type[Any],
+    record_charge: int,
+    /,
+) -> None: ...
+def send_fast(
+    producer: Any, topic: Any, value: Any, key: Any, timestamp_ms: Any, /
+) -> Any | None: ...
