@@ -973,7 +973,7 @@ done:
 
 /* RecordsBuilder: the fields RecordBatchBuilder appends to (records/batch_v2.py keeps
  * the Python base class with the same names, the reference for this one), so append()
- * is one C call instead of a Python method around append_record. */
+ * is one C call. */
 typedef struct {
     PyObject_HEAD
     PyObject *buf;     /* bytearray: batch header space, then the records */
