@@ -59,14 +59,22 @@ $(PY_VENVS)/%/.installed: pyproject.toml setup.py aiokproto/_accel.c
 	$(PY_VENVS)/$*/bin/python -c 'import sys, aiokproto.accel as a; sys.exit("aiokproto/_accel.c did not build" if a.native is None else 0)'
 	touch $@
 
+# Each Python's compiled and pure passes run side by side (one core each), their
+# output shown in order once both ended; any failure fails the target.
 test-pythons: $(foreach v,$(UNIT_PYTHONS),$(PY_VENVS)/$(v)/.installed)
-	@for v in $(UNIT_PYTHONS); do \
+	@failed=0; for v in $(UNIT_PYTHONS); do \
+		pids=""; \
 		for pure in 0 1; do \
-			echo "== Python $$v, AIOKPROTO_PURE_PYTHON=$$pure"; \
 			AIOKPROTO_PURE_PYTHON=$$pure $(PY_VENVS)/$$v/bin/python -m pytest -q -p no:cacheprovider \
-				--unit $(UNIT_TESTS) $(PYTEST_ARGS) || exit 1; \
+				--unit $(UNIT_TESTS) $(PYTEST_ARGS) > $(PY_VENVS)/$$v/unit-pure-$$pure.log 2>&1 & \
+			pids="$$pids $$!"; \
 		done; \
-	done
+		pure=0; for pid in $$pids; do \
+			wait $$pid; rc=$$?; [ $$rc -eq 0 ] || failed=1; \
+			echo "== Python $$v, AIOKPROTO_PURE_PYTHON=$$pure: exit $$rc"; \
+			cat $(PY_VENVS)/$$v/unit-pure-$$pure.log; pure=1; \
+		done; \
+	done; exit $$failed
 
 # The documentation site: installs the docs extra next to the others (a stamp file of
 # its own, so the default EXTRAS stamp is untouched), then builds with --strict: a
