@@ -1506,13 +1506,13 @@ murmur2(PyObject *Py_UNUSED(self), PyObject *arg)
 
 /* -- send()'s common case -------------------------------------------------------------- */
 
-/* Producer.send() for a record that needs nothing but buffering (aiokproto/producer/
- * producer.py's send_fast, the reference): the producer's, topic's, accumulator's,
- * queue's and batch's state is read and written at the offsets of their classes'
- * __slots__ member descriptors, as the interpreter's own slot loads do, so the call
- * costs no attribute lookups. bind_send() takes the classes once; an object of another
- * class, or any state off the common path, gives None and send() takes its Python path.
- * Nothing is changed before the record is in its batch. */
+/* Producer.send() for a record that needs nothing but buffering (the Python body of
+ * send() in aiokproto/producer/producer.py is the reference): the producer's, topic's,
+ * accumulator's, queue's and batch's state is read and written at the offsets of their
+ * classes' __slots__ member descriptors, as the interpreter's own slot loads do, so the
+ * call costs no attribute lookups. bind_send() takes the classes once; an object of
+ * another class, or any state off the common path, gives None and send() takes its
+ * Python path. Nothing is changed before the record is in its batch. */
 
 enum {
     SF_YIELD_NEXT, SF_PLAIN, SF_PARTITIONER, SF_MAX_CHARGE, SF_TOPICS, SF_ACC, SF_RESERVED,

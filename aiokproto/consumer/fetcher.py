@@ -87,6 +87,10 @@ class _Wakeup:
         """Take this before checking for work; ``await waiter.wait()`` if there is none."""
         return self._event
 
+    def awaited(self) -> bool:
+        """Whether a task is waiting on the current event now."""
+        return bool(self._event._waiters)
+
 
 async def wait_event(event: asyncio.Event, seconds: float | None) -> None:
     """Wait for ``event``, at most ``seconds`` (forever if None)."""
@@ -490,7 +494,11 @@ class Fetcher:
                         return
                     await waiter.wait()
                     continue
-                await self._fetch_once(node, session, wanted)
+                if await self._fetch_once(node, session, wanted):
+                    # A reader was starved and the broker has nothing more: let it have
+                    # the records before this loop spends its turn on the next fetch
+                    # (which would only wait at the broker); see Fetcher._handle_response.
+                    await asyncio.sleep(0)
         finally:
             if self._node_tasks.get(node) is asyncio.current_task():
                 del self._node_tasks[node]
@@ -504,7 +512,9 @@ class Fetcher:
 
     async def _fetch_once(
         self, node: int, session: FetchSession, wanted: dict[TopicPartition, PartitionFetch]
-    ) -> None:
+    ) -> bool:
+        """One fetch from ``node``; True when its records should reach a waiting reader
+        before the next fetch is built."""
         config = self.config
         states = self.subs.states()
         mine = {tp: states[tp] for tp in wanted}
@@ -535,23 +545,24 @@ class Fetcher:
                         async with asyncio.timeout(self.client.config.request_timeout_ms / 1000):
                             await self.client.metadata.refresh()
                     self.wake()
-                return
+                return False
             session.on_response(plan, response.error_code, response.session_id)
             if response.error_code:
                 error = for_code(response.error_code)(f"Fetch from node {node}")
                 if plan.epoch > 0 and response.error_code in (70, 71):
                     log.debug("fetch session with node %d reset: %s", node, error)
-                    return
+                    return False
                 self._trouble(node)(f"fetch from node {node} failed: {error}", kind="answer")
                 if not error.retriable and not error.invalid_metadata:
                     self._errors.append(error)
                     self._data.set()
                 await asyncio.sleep(self.client.config.retry_backoff_ms / 1000)
-                return
+                return False
             self._trouble(node).recovered()
-            nbytes = self._handle_response(node, plan, response, version, mine)
+            nbytes, hand_first = self._handle_response(node, plan, response, version, mine)
             if self.metrics is not None:
                 self.metrics.fetched(time.monotonic() - sent_at, nbytes, response.throttle_time_ms)
+            return hand_first
         finally:
             for tp, state in mine.items():
                 if self._in_flight.get(tp) is state:
@@ -624,8 +635,12 @@ class Fetcher:
         response: Any,
         version: int,
         mine: dict[TopicPartition, PartitionState],
-    ) -> int:
-        """Buffer what the answer carried; the record bytes it carried."""
+    ) -> tuple[int, bool]:
+        """Buffer what the answer carried. Returns the record bytes it carried, and
+        whether a reader is waiting for these records while every partition that carried
+        some has nothing more at the broker (caught up: a latency-bound reader, whose
+        next fetch would only wait at the broker). A lagging consumer keeps fetching
+        first, so its next answer is prepared while the reader works."""
         config = self.config
         metrics = self.metrics
         total = 0
@@ -634,6 +649,7 @@ class Fetcher:
         loop_time = asyncio.get_running_loop().time()
         now_ms = int(time.time() * 1000)
         got_data = False
+        caught_up = True
         frame: SharedFrame | None = None
         for t in response.responses:
             topic = t.topic if version < _TOPIC_ID_FETCH_VERSION else names.get(t.topic_id)
@@ -734,11 +750,17 @@ class Fetcher:
                 else:
                     self._buffer[tp] = [fd]
                 got_data = True
+                if caught_up:
+                    lso = p.last_stable_offset
+                    last = lso if self._read_committed and lso >= 0 else p.high_watermark
+                    caught_up = fd.end_offset >= last
         if frame is not None:
             frame.settle()  # e.g. one small partition in a big answer: copy it now
+        hand_first = False
         if got_data:
+            hand_first = caught_up and self._data.awaited()
             self._data.set()
-        return total
+        return total, hand_first
 
     def _partition_error(
         self,

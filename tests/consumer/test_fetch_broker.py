@@ -8,6 +8,9 @@ import uuid
 from typing import Any
 
 from aiokproto.consumer import Consumer, ConsumerRecord
+from aiokproto.net.connection import BrokerConnection
+from aiokproto.producer import Producer
+from aiokproto.protocol.messages.fetch import FetchRequest
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import aproduce, ck, create_topic
 
@@ -211,3 +214,51 @@ async def test_compacted_topic_gaps(kafka: Any, topic_name: str) -> None:
     latest = {r.key: r.value for r in got}
     assert latest == {f"k{i}".encode(): b"r3" for i in range(5)}
     assert len(got) <= 20
+
+
+async def test_caught_up_records_reach_a_waiting_reader_before_the_next_fetch(
+    kafka: Any, topic_name: str, monkeypatch: Any
+) -> None:
+    """A lagging consumer writes its next fetch before the reader gets the records (the
+    broker prepares it while the reader works); a caught-up one hands the records over
+    first (its next fetch would only wait at the broker)."""
+    await create_topic(kafka.bootstrap_servers, topic_name)
+    tp = TopicPartition(topic_name, 0)
+    events: list[str] = []
+    write = BrokerConnection._write
+
+    def logged_write(self: BrokerConnection, request: Any, *args: Any) -> Any:
+        if request.API_KEY == FetchRequest.API_KEY:
+            events.append("fetch")
+        return write(self, request, *args)
+
+    monkeypatch.setattr(BrokerConnection, "_write", logged_write)
+
+    async def read(consumer: Consumer) -> int:
+        got = await consumer.getmany(timeout_ms=10_000)
+        events.append("got")  # in the same step getmany returned in
+        return sum(len(records) for records in got.values())
+
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers, linger_ms=0) as producer:
+        for _ in range(20):  # 20 batches of one record, each bigger than a fetch takes
+            await (await producer.send(topic_name, b"x" * 1024, partition=0))
+        async with Consumer(
+            bootstrap_servers=kafka.bootstrap_servers,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=1024,
+            fetch_max_wait_ms=10_000,  # no empty answers while the test looks
+        ) as consumer:
+            consumer.assign([tp])
+            events.clear()
+            assert await read(consumer) >= 1
+            assert events[:3] == ["fetch", "fetch", "got"]  # lagging: prefetch first
+            async with asyncio.timeout(30):
+                while await consumer.position(tp) < 20:
+                    await read(consumer)
+                await asyncio.sleep(0.2)  # the next fetch is written and waits at the broker
+                events.clear()
+                reader = asyncio.create_task(read(consumer))
+                await (await producer.send(topic_name, b"late", partition=0))
+                assert await reader == 1
+                await asyncio.sleep(0.2)
+            assert events == ["got", "fetch"]  # caught up: the reader first

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from types import MappingProxyType
 from typing import Any
@@ -64,16 +65,19 @@ def make(**options: Any) -> tuple[Fetcher, SubscriptionState, FakeClient]:
     return fetcher, subs, client
 
 
-def respond(fetcher: Fetcher, subs: SubscriptionState, node: int = 1, **fields: Any) -> None:
+def respond(
+    fetcher: Fetcher, subs: SubscriptionState, node: int = 1, **fields: Any
+) -> tuple[int, bool]:
     routes, _ = fetcher._routes()
     wanted = routes[node]
     plan = FetchSession().plan(wanted)
-    part = FetchResponsePartitionData(partition_index=0, high_watermark=10, **fields)
+    fields.setdefault("high_watermark", 10)
+    part = FetchResponsePartitionData(partition_index=0, **fields)
     response = FetchResponse(
         responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=[part])],
         node_endpoints=[FetchResponseNodeEndpoint(node_id=2, host="h", port=9002)],
     )
-    fetcher._handle_response(node, plan, response, 16, {TP: subs.states()[TP]})
+    return fetcher._handle_response(node, plan, response, 16, {TP: subs.states()[TP]})
 
 
 async def test_data_is_buffered_and_prefetch_continues_after_it() -> None:
@@ -160,3 +164,44 @@ async def test_final_error_is_raised_to_the_application() -> None:
     respond(fetcher, subs, error_code=29)  # TOPIC_AUTHORIZATION_FAILED
     with pytest.raises(Exception, match="TopicAuthorizationFailed"):
         fetcher.drain(10)
+
+
+async def reader_waiting(fetcher: Fetcher) -> asyncio.Task[bool]:
+    task = asyncio.create_task(fetcher.data_waiter().wait())
+    await asyncio.sleep(0)  # it is waiting now
+    return task
+
+
+@pytest.mark.parametrize(
+    ("options", "fields", "waiting", "expected"),
+    [
+        # caught up (the records end at the high watermark), a reader waits: it goes first
+        ({}, {"high_watermark": 2}, True, True),
+        # nobody waits: nothing to hand to, the next fetch goes out at once
+        ({}, {"high_watermark": 2}, False, False),
+        # lagging (more at the broker): prefetch first, whoever waits
+        ({}, {"high_watermark": 10}, True, False),
+        # read_committed ends at the last stable offset, not the high watermark
+        ({"isolation_level": "read_committed"},
+         {"high_watermark": 10, "last_stable_offset": 2}, True, True),
+        ({"isolation_level": "read_committed"},
+         {"high_watermark": 10, "last_stable_offset": 5}, True, False),
+    ],
+)  # fmt: skip
+async def test_caught_up_answer_goes_to_a_waiting_reader_first(
+    options: dict[str, Any], fields: dict[str, Any], waiting: bool, expected: bool
+) -> None:
+    fetcher, subs, _ = make(**options)
+    task = await reader_waiting(fetcher) if waiting else None
+    nbytes, hand_first = respond(fetcher, subs, records=batch(0, [b"a", b"b"]), **fields)
+    assert nbytes == 0 and hand_first is expected  # no metrics: no byte count
+    if task is not None:
+        assert await task  # the reader was woken either way
+
+
+async def test_answer_without_records_is_never_handed_first() -> None:
+    fetcher, subs, _ = make()
+    task = await reader_waiting(fetcher)
+    assert respond(fetcher, subs, high_watermark=0) == (0, False)
+    assert not task.done()
+    task.cancel()

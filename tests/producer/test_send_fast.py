@@ -26,17 +26,12 @@ from aiokproto.producer.batch import PartitionQueue
 from aiokproto.producer.partitioner import StickyPartitioner, partition_for_key
 from aiokproto.records import read_batches
 from tests.fake_broker import FakeBroker, Received, Reply, metadata_naming
+from tests.producer.test_sender_faults import FAST as SENDER_FAST
 from tests.producer.test_sender_faults import FakeCluster
 
 TOPIC = "t"
 PARTITIONS = 4
-FAST: dict[str, Any] = {
-    "retry_backoff_ms": 20,
-    "retry_backoff_max_ms": 100,
-    "default_api_timeout_ms": 5000,
-    "reconnect_backoff_ms": 20,
-    "max_block_ms": 300,
-}
+FAST: dict[str, Any] = {**SENDER_FAST, "max_block_ms": 300}
 compiled_only = pytest.mark.skipif(native is None, reason="the pure build has no C path")
 
 
