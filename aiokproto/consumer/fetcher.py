@@ -88,8 +88,9 @@ class _Wakeup:
         return self._event
 
     def awaited(self) -> bool:
-        """Whether a task is waiting on the current event now."""
-        return bool(self._event._waiters)
+        """Whether a task is waiting on the current event now (asyncio.Event keeps its
+        waiters' futures in ``_waiters`` on 3.11 to 3.13; without it: nobody)."""
+        return bool(getattr(self._event, "_waiters", None))
 
 
 async def wait_event(event: asyncio.Event, seconds: float | None) -> None:
@@ -650,6 +651,7 @@ class Fetcher:
         now_ms = int(time.time() * 1000)
         got_data = False
         caught_up = True
+        carried: set[TopicPartition] = set()
         frame: SharedFrame | None = None
         for t in response.responses:
             topic = t.topic if version < _TOPIC_ID_FETCH_VERSION else names.get(t.topic_id)
@@ -750,6 +752,7 @@ class Fetcher:
                 else:
                     self._buffer[tp] = [fd]
                 got_data = True
+                carried.add(tp)
                 if caught_up:
                     lso = p.last_stable_offset
                     last = lso if self._read_committed and lso >= 0 else p.high_watermark
@@ -758,9 +761,31 @@ class Fetcher:
             frame.settle()  # e.g. one small partition in a big answer: copy it now
         hand_first = False
         if got_data:
-            hand_first = caught_up and self._data.awaited()
+            hand_first = (
+                caught_up and self._data.awaited() and self._rest_caught_up(plan, mine, carried)
+            )
             self._data.set()
         return total, hand_first
+
+    def _rest_caught_up(
+        self,
+        plan: FetchPlan,
+        mine: dict[TopicPartition, PartitionState],
+        carried: set[TopicPartition],
+    ) -> bool:
+        """Whether the fetched partitions that carried no records have nothing at the
+        broker past where they were fetched from (by their last known high watermark or
+        last stable offset): one left out because the answer's byte limit ran out, or
+        omitted by an incremental session, may still lag."""
+        for tp, spec in plan.wanted.items():
+            state = mine.get(tp)
+            if state is None or tp in carried:
+                continue
+            lso = state.last_stable_offset
+            last = lso if self._read_committed and lso is not None and lso >= 0 else state.highwater
+            if last is not None and last > spec.fetch_offset:
+                return False
+        return True
 
     def _partition_error(
         self,

@@ -186,6 +186,11 @@ async def reader_waiting(fetcher: Fetcher) -> asyncio.Task[bool]:
          {"high_watermark": 10, "last_stable_offset": 2}, True, True),
         ({"isolation_level": "read_committed"},
          {"high_watermark": 10, "last_stable_offset": 5}, True, False),
+        # no last stable offset in the answer: the high watermark decides
+        ({"isolation_level": "read_committed"},
+         {"high_watermark": 2, "last_stable_offset": -1}, True, True),
+        ({"isolation_level": "read_committed"},
+         {"high_watermark": 10, "last_stable_offset": -1}, True, False),
     ],
 )  # fmt: skip
 async def test_caught_up_answer_goes_to_a_waiting_reader_first(
@@ -196,12 +201,85 @@ async def test_caught_up_answer_goes_to_a_waiting_reader_first(
     nbytes, hand_first = respond(fetcher, subs, records=batch(0, [b"a", b"b"]), **fields)
     assert nbytes == 0 and hand_first is expected  # no metrics: no byte count
     if task is not None:
-        assert await task  # the reader was woken either way
+        async with asyncio.timeout(1):
+            assert await task  # the reader was woken either way
 
 
 async def test_answer_without_records_is_never_handed_first() -> None:
     fetcher, subs, _ = make()
     task = await reader_waiting(fetcher)
     assert respond(fetcher, subs, high_watermark=0) == (0, False)
-    assert not task.done()
+    await asyncio.sleep(0)
+    assert not task.done()  # nothing to read: not woken
     task.cancel()
+
+
+TP1 = TopicPartition("t", 1)
+
+
+def make_two() -> tuple[Fetcher, SubscriptionState]:
+    """Partitions t-0 and t-1, both led by node 1."""
+    fetcher, subs, client = make()
+    client.metadata.snapshot = ClusterSnapshot(
+        brokers=client.metadata.snapshot.brokers,
+        topics=MappingProxyType(
+            {
+                "t": TopicInfo(
+                    "t",
+                    TOPIC_ID,
+                    MappingProxyType({p: PartitionInfo("t", p, 1, 5) for p in (0, 1)}),
+                )
+            }
+        ),
+    )
+    subs.assign([TP, TP1])
+    subs.seek(TP, 0)
+    subs.seek(TP1, 0)
+    return fetcher, subs
+
+
+def respond_two(
+    fetcher: Fetcher, subs: SubscriptionState, parts: list[FetchResponsePartitionData]
+) -> tuple[int, bool]:
+    routes, _ = fetcher._routes()
+    plan = FetchSession().plan(routes[1])
+    response = FetchResponse(
+        responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=parts)]
+    )
+    states = subs.states()
+    return fetcher._handle_response(1, plan, response, 16, {tp: states[tp] for tp in (TP, TP1)})
+
+
+@pytest.mark.parametrize(
+    ("first_hw", "second", "expected"),
+    [
+        # both carried records and both are at their high watermark
+        (2, {"records": batch(0, [b"c"]), "high_watermark": 1}, True),
+        # one of them carried records but has more at the broker, whichever comes first
+        (2, {"records": batch(0, [b"c"]), "high_watermark": 50}, False),
+        (50, {"records": batch(0, [b"c"]), "high_watermark": 1}, False),
+        # the second carried nothing while the broker has more (the answer's byte limit
+        # ran out before it): still lagging
+        (2, {"high_watermark": 50}, False),
+        # the second carried nothing and has nothing
+        (2, {"high_watermark": 0}, True),
+        # the second was left out of the answer (an incremental session omits it) but
+        # its last known high watermark is past where it was fetched from
+        (2, None, False),
+    ],
+)
+async def test_every_fetched_partition_must_be_caught_up_to_hand_first(
+    first_hw: int, second: dict[str, Any] | None, expected: bool
+) -> None:
+    fetcher, subs = make_two()
+    subs.states()[TP1].highwater = 50  # what an earlier answer said
+    task = await reader_waiting(fetcher)
+    first = FetchResponsePartitionData(
+        partition_index=0, high_watermark=first_hw, records=batch(0, [b"a", b"b"])
+    )
+    parts = [first]
+    if second is not None:
+        parts.append(FetchResponsePartitionData(partition_index=1, **second))
+    assert respond_two(fetcher, subs, parts) == (0, expected)
+    async with asyncio.timeout(1):
+        assert await task
