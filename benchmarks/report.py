@@ -214,7 +214,10 @@ def render_environment(meta: dict[str, Any]) -> list[str]:
     clients = ", ".join(f"{k} {v}" for k, v in meta.get("clients", {}).items() if v)
     return [
         f"- date: {meta.get('date')}; {meta.get('runs_per_scenario')} runs per scenario, "
-        f"clients interleaved; took {meta.get('duration_s')} s",
+        f"clients interleaved"
+        + ("; each scenario opens with one untimed run, dropped" if meta.get("settle_runs")
+           else "")
+        + f"; took {meta.get('duration_s')} s",
         f"- machine: {m.get('cpu_model')}, {m.get('cores')} cores, {m.get('ram_gib')} GiB "
         f"RAM, {m.get('os')}",
         f"- load average (1/5/15 min) at start: {_loads(m.get('load_avg_at_start'))}, at end: "

@@ -539,3 +539,40 @@ def test_sink_bench_batches_are_sparks_shape() -> None:
     values = [v for b in batches for v in b.column(0).to_pylist()]
     assert len(set(values)) == 25_001 and {len(v) for v in values} == {100}
     assert str(batches[0].schema) == "value: binary"
+
+
+# -- the runner's order of runs -----------------------------------------------------------
+
+
+async def test_each_scenario_opens_with_one_untimed_run_that_is_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import runner
+
+    calls: list[tuple[str, int]] = []
+
+    async def fake_run(
+        self: runner.Session, scenario: Scenario, client: str, run: int, *_: Any
+    ) -> dict[str, Any]:
+        calls.append((client, run))
+        return {"client": client, "scenario_id": scenario.id, "run": run, "valid": True,
+                "reasons": [], "elapsed_s": 1.0}
+
+    monkeypatch.setattr(runner.Session, "one_run", fake_run)
+    scenario = Scenario("produce", 100, 1_000)
+    lines: list[str] = []
+    opts = runner.RunOptions(scenarios=[scenario], clients=["aiokafka", "confluent-kafka"],
+                             runs=2, progress=lines.append)
+    session = runner.Session(opts, "unused:9092")
+    session.unavailable["aiokafka"] = "not installed"  # the first available one settles
+    await session.run_scenario(scenario)
+    assert calls[0] == ("confluent-kafka", -1)
+    assert calls[1:] == [("aiokafka", 0), ("confluent-kafka", 0),
+                         ("confluent-kafka", 1), ("aiokafka", 1)]
+    assert [(r["client"], r["run"]) for r in session.runs] == calls[1:]  # dropped
+    assert any("untimed confluent-kafka run" in line for line in lines)
+
+    calls.clear()
+    opts.settle_runs = False
+    await session.run_scenario(scenario)
+    assert all(run >= 0 for _, run in calls) and len(calls) == 4
