@@ -754,9 +754,8 @@ class Fetcher:
                 got_data = True
                 carried.add(tp)
                 if caught_up:
-                    lso = p.last_stable_offset
-                    last = lso if self._read_committed and lso >= 0 else p.high_watermark
-                    caught_up = fd.end_offset >= last
+                    last = self._readable_end(p.last_stable_offset, p.high_watermark)
+                    caught_up = last is not None and fd.end_offset >= last
         if frame is not None:
             frame.settle()  # e.g. one small partition in a big answer: copy it now
         hand_first = False
@@ -781,11 +780,17 @@ class Fetcher:
             state = mine.get(tp)
             if state is None or tp in carried:
                 continue
-            lso = state.last_stable_offset
-            last = lso if self._read_committed and lso is not None and lso >= 0 else state.highwater
+            last = self._readable_end(state.last_stable_offset, state.highwater)
             if last is not None and last > spec.fetch_offset:
                 return False
         return True
+
+    def _readable_end(self, lso: int | None, highwater: int | None) -> int | None:
+        """Where what this consumer may read ends at the broker: the last stable offset
+        under read_committed when known (>= 0), else the high watermark."""
+        if self._read_committed and lso is not None and lso >= 0:
+            return lso
+        return highwater
 
     def _partition_error(
         self,
