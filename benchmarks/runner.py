@@ -400,10 +400,11 @@ def run_session(opts: RunOptions) -> dict[str, Any]:
                 "reported as startup_s in the JSON)",
                 "latency": "from the intended send time of a fixed-rate schedule to the "
                 "consumer in the same process receiving it; blocking clients wait for a "
-                "send time with time.sleep, asyncio clients sleep until 1.5 ms before it "
-                "and then yield to the loop until it comes (an asyncio timer alone wakes "
-                "up to 1 ms late); at 1,000 records/s that busy wait never stops, so "
-                "their CPU figures in latency rows are a full core",
+                "send time with time.sleep, asyncio clients with a timer fd their event "
+                "loop watches (an asyncio timer alone wakes up to 1 ms late; before "
+                "2026-11-24 they yielded to the loop in a busy wait, which kept a CPU "
+                "busy that the broker needed); both wake tens of microseconds late, and "
+                "that counts as latency",
             },
             "client_notes": {name: ADAPTERS[name].note for name in opts.clients},
             "unavailable": session.unavailable,

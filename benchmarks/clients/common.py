@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
+from benchmarks.clients.alarm import Alarm
 from benchmarks.payloads import POOL_SIZE, WARMUP_SEQ, read_stamp, stamp, value_pool
 from benchmarks.scenarios import Job
 from benchmarks.stats import latency_summary
@@ -128,7 +129,8 @@ class LatencyRecorder:
         return out
 
 
-#: how long before a send time ``Schedule.pace`` stops sleeping and starts yielding
+#: without a timer fd: how long before a send time ``Schedule.pace`` stops sleeping and
+#: starts yielding
 SPIN_S = 0.0015
 
 
@@ -138,6 +140,9 @@ class Schedule:
     def __init__(self, rate: int) -> None:
         self.interval_ns = int(1e9 / rate)
         self.t0 = 0
+        self._alarm: Alarm | None = None
+        self._alarm_tried = False
+        self._busy_waits = False
 
     def begin(self) -> None:
         self.t0 = time.perf_counter_ns() + 1_000_000
@@ -150,18 +155,35 @@ class Schedule:
 
     async def pace(self, i: int) -> None:
         """Wait for record ``i``'s send time on the event loop as closely as the
-        blocking adapters' ``time.sleep`` does (tens of microseconds). The loop's timers
-        wake through epoll, whose timeout is whole milliseconds rounded up: a plain
-        ``asyncio.sleep`` sent about 0.5 ms late on average, and that counted as every
-        asyncio client's latency. The last stretch yields to the loop until due, so
-        the clients' I/O goes on meanwhile."""
+        blocking adapters' ``time.sleep`` does (tens of microseconds), with the loop
+        asleep meanwhile: a timer fd the loop watches (see ``alarm``). Where there is
+        none, the last stretch yields to the loop until due, a busy wait that keeps a
+        CPU busy (a plain ``asyncio.sleep`` wakes up to 1 ms late: epoll's timeout is
+        whole milliseconds, rounded up)."""
         due = self.due(i)
+        if not self._alarm_tried:
+            self._alarm_tried = True
+            self._alarm = Alarm.open()
+            self._busy_waits = self._alarm is None
+        if self._alarm is not None:
+            await self._alarm.until(due)
+            return
         wait = (due - time.perf_counter_ns()) / 1e9
         if wait > SPIN_S:
             await asyncio.sleep(wait - SPIN_S)
         # a busy wait on purpose: there is no event to wait for, only the clock
         while time.perf_counter_ns() < due:  # noqa: ASYNC110
             await asyncio.sleep(0)
+
+    @property
+    def busy_waits(self) -> bool:
+        """Whether ``pace`` spins (no timer fd here); known after its first call."""
+        return self._busy_waits
+
+    def close(self) -> None:
+        if self._alarm is not None:
+            self._alarm.close()
+            self._alarm = None
 
 
 def _is_done(aw: Any) -> bool:
@@ -344,6 +366,7 @@ async def latency_async(
         while not rec.done and time.monotonic() < deadline:
             rec.add(await fetch())
 
+    schedule = Schedule(job.scenario.rate)
     consumer = asyncio.create_task(consume())  # awaited (or cancelled) below
     try:
         # warm-up: one record end to end, so connections and positions exist
@@ -354,7 +377,6 @@ async def latency_async(
                 consumer.result()
                 break
             await asyncio.sleep(0.005)
-        schedule = Schedule(job.scenario.rate)
         meter.start()
         schedule.begin()
         for i in range(n):
@@ -369,10 +391,12 @@ async def latency_async(
         await consumer
         meter.stop()
     finally:
+        schedule.close()
         if not consumer.done():
             consumer.cancel()
             try:
                 await consumer
             except asyncio.CancelledError:
                 pass
-    return {**delivery.fields(), **rec.fields()}
+    pacing = "busy wait" if schedule.busy_waits else "timer fd"
+    return {**delivery.fields(), **rec.fields(), "pacing": pacing}

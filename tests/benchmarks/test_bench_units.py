@@ -529,6 +529,79 @@ async def test_async_pacing_never_sends_early_and_lets_other_tasks_run() -> None
     assert ticks > 20  # the loop kept running other tasks while pacing
 
 
+async def test_async_pacing_sleeps_in_the_loop_instead_of_spinning() -> None:
+    """A spinning pace kept a CPU busy that the broker needed on a two-CPU machine: with a
+    timer fd the process is almost idle between send times (CPU time against wall time,
+    not a speed: a loaded machine only makes the wall time longer)."""
+    import resource
+    import time
+
+    from benchmarks.clients.common import Schedule
+
+    def cpu_s() -> float:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return ru.ru_utime + ru.ru_stime
+
+    schedule = Schedule(rate=500)
+    try:
+        await schedule.pace(0)  # opens the alarm
+        assert not schedule.busy_waits
+        schedule.begin()
+        cpu0, wall0 = cpu_s(), time.perf_counter()
+        for i in range(25):
+            await schedule.pace(i)
+            assert time.perf_counter_ns() >= schedule.due(i)
+        cpu, wall = cpu_s() - cpu0, time.perf_counter() - wall0
+    finally:
+        schedule.close()
+    assert not schedule.busy_waits  # what the run's result reports, read after close()
+    assert wall >= 0.048
+    assert cpu < 0.5 * wall, (cpu, wall)
+
+
+async def test_async_pacing_falls_back_to_yielding_without_a_timer_fd(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from benchmarks.clients import alarm
+    from benchmarks.clients.common import Schedule
+
+    monkeypatch.setattr(alarm, "_timerfd_api", lambda: None)
+    schedule = Schedule(rate=2_000)
+    schedule.begin()
+    for i in range(5):
+        await schedule.pace(i)
+        assert time.perf_counter_ns() >= schedule.due(i)
+    schedule.close()
+    assert schedule.busy_waits
+
+
+async def test_alarm_never_wakes_early_after_a_cancelled_wait_or_a_stale_expiry() -> None:
+    import asyncio
+    import time
+
+    from benchmarks.clients.alarm import Alarm
+
+    alarm = Alarm.open()
+    assert alarm is not None  # Linux: libc (or os, from 3.13) has timer fds
+    try:
+        now = time.perf_counter_ns()
+        await alarm.until(now - 1_000_000)  # passed: at once
+        # a wait cancelled before its time leaves an expiry behind that must not end
+        # the next, later wait early
+        waiting = asyncio.create_task(alarm.until(now + 2_000_000))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        later = time.perf_counter_ns() + 20_000_000
+        await alarm.until(later)
+        assert time.perf_counter_ns() >= later
+    finally:
+        alarm.close()
+
+
 def test_sink_bench_batches_are_sparks_shape() -> None:
     """spark_sink_bench feeds the sink what Spark hands it: Arrow batches of 10,000
     rows with one binary value column, every value distinct and 100 B."""
