@@ -4,7 +4,7 @@ asyncio's timers wake through the selector's timeout, which epoll takes in whole
 milliseconds, rounded up. At 1,000 records/s that rounding is the whole interval. So the
 latency scenario used to pace asyncio clients by yielding to the loop in a busy loop
 until each send time. That busy loop kept one of this machine's two CPUs busy, and the
-broker needed it: confluent-kafka's own p99 went from 0.75 to 1.20 ms (median of three
+broker needed it: confluent-kafka's own p99 went from 0.86 to 1.20 ms (median of three
 10,000-record runs) when its pacing spun the same way. A timerfd set to the send time
 makes the loop's file descriptor readable at that time, so the loop sleeps in epoll and
 wakes on time.
