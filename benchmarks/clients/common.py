@@ -141,8 +141,8 @@ class Schedule:
         self.interval_ns = int(1e9 / rate)
         self.t0 = 0
         self._alarm: Alarm | None = None
-        self._alarm_tried = False
-        self._busy_waits = False
+        #: "timer fd" or "busy wait", set by the first ``pace``; None until then
+        self.pacing: str | None = None
 
     def begin(self) -> None:
         self.t0 = time.perf_counter_ns() + 1_000_000
@@ -161,10 +161,9 @@ class Schedule:
         CPU busy (a plain ``asyncio.sleep`` wakes up to 1 ms late: epoll's timeout is
         whole milliseconds, rounded up)."""
         due = self.due(i)
-        if not self._alarm_tried:
-            self._alarm_tried = True
+        if self.pacing is None:
             self._alarm = Alarm.open()
-            self._busy_waits = self._alarm is None
+            self.pacing = "busy wait" if self._alarm is None else "timer fd"
         if self._alarm is not None:
             await self._alarm.until(due)
             return
@@ -178,7 +177,7 @@ class Schedule:
     @property
     def busy_waits(self) -> bool:
         """Whether ``pace`` spins (no timer fd here); known after its first call."""
-        return self._busy_waits
+        return self.pacing == "busy wait"
 
     def close(self) -> None:
         if self._alarm is not None:
@@ -398,5 +397,4 @@ async def latency_async(
                 await consumer
             except asyncio.CancelledError:
                 pass
-    pacing = "busy wait" if schedule.busy_waits else "timer fd"
-    return {**delivery.fields(), **rec.fields(), "pacing": pacing}
+    return {**delivery.fields(), **rec.fields(), "pacing": schedule.pacing}
