@@ -227,12 +227,25 @@ def write_records(out: bytearray, b: bytes | bytearray | memoryview | None, comp
 # ------------------------------------------------------------------------------- uuids
 
 
+#: topic ids seen, by their bytes: every Produce and Fetch answer names its topics by
+#: id, and building a UUID costs more than the rest of a one-partition answer's decode.
+#: UUIDs are immutable, so one object per id is safe to share.
+_UUIDS: dict[bytes, UUID] = {bytes(16): ZERO_UUID}
+_UUIDS_MAX = 4096
+
+
 def read_uuid(buf: memoryview, pos: int) -> tuple[UUID, int]:
     end = pos + 16
     if end > len(buf):
         _need(buf, pos, 16, "uuid")
     raw = bytes(buf[pos:end])
-    return (ZERO_UUID if raw == b"\0" * 16 else UUID(bytes=raw)), end
+    known = _UUIDS.get(raw)
+    if known is None:
+        if len(_UUIDS) >= _UUIDS_MAX:  # a stream of new ids: stay bounded
+            _UUIDS.clear()
+            _UUIDS[bytes(16)] = ZERO_UUID
+        known = _UUIDS[raw] = UUID(bytes=raw)
+    return known, end
 
 
 # ------------------------------------------------------------------------------ arrays

@@ -64,6 +64,18 @@ def test_uuid() -> None:
         p.read_uuid(mv(bytes(15)), 0)
 
 
+def test_uuid_reads_share_one_object_per_id_and_stay_bounded() -> None:
+    """Topic ids come in every Produce and Fetch answer: each id is built once."""
+    u = UUID("12345678-1234-5678-1234-567812345678")
+    first, _ = p.read_uuid(mv(b"x" + u.bytes), 1)
+    again, _ = p.read_uuid(mv(bytearray(u.bytes)), 0)
+    assert first == u and again is first
+    for i in range(p._UUIDS_MAX + 10):  # a stream of new ids
+        assert p.read_uuid(mv(i.to_bytes(16, "big")), 0)[0] == UUID(int=i)
+    assert len(p._UUIDS) <= p._UUIDS_MAX
+    assert p.read_uuid(mv(bytes(16)), 0)[0] is p.ZERO_UUID
+
+
 @pytest.mark.parametrize(
     ("fn", "wire"),
     [
