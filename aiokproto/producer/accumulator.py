@@ -224,7 +224,7 @@ class Accumulator:
         for j in range(n):
             pq = queues[(start + j) % n]
             batches = pq.batches
-            self._expire(pq, now, result)
+            self._expire(pq, now)
             if not batches:
                 del self._active[pq]
                 continue
@@ -281,6 +281,12 @@ class Accumulator:
                     break
             if not batches:
                 del self._active[pq]
+        # Wake for the earliest expiry among the batches left unsent, looked at after
+        # the taking: a deadline of a batch taken just now would arm a timer on every
+        # drain (delivery_timeout_ms away) only to be cancelled at the next.
+        for pq in self._active:
+            if pq.batches:
+                result.wake_at(pq.batches[0].deadline)
         limit = opts.max_request_size
         for node, rounds in rounds_by_node.items():
             for round_ in rounds:
@@ -319,7 +325,7 @@ class Accumulator:
         self.sent_in_txn = self.transactional
         return True
 
-    def _expire(self, pq: PartitionQueue, now: float, result: DrainResult) -> None:
+    def _expire(self, pq: PartitionQueue, now: float) -> None:
         batches = pq.batches
         while batches and batches[0].deadline <= now:
             batch = batches.popleft()
@@ -334,8 +340,6 @@ class Accumulator:
                     f"(delivery_timeout_ms) without being delivered{last}"
                 ),
             )
-        if batches:
-            result.wake_at(batches[0].deadline)
 
     # -- outcomes ---------------------------------------------------------------
 

@@ -193,6 +193,19 @@ async def test_batches_expire_after_delivery_timeout() -> None:
     assert rig.acc.used == 0 and not rig.acc.incomplete
 
 
+async def test_a_drain_wakes_for_expiry_only_of_the_batches_it_leaves() -> None:
+    """A batch taken by the drain needs no expiry wake-up (its request's end wakes the
+    sender); one left behind does, at its deadline: else it could sit past it."""
+    rig = Rig(enable_idempotence=False, acks=1, delivery_timeout_ms=31_000)
+    rig.send()
+    plan = rig.drain()
+    assert len(plan.requests) == 1 and plan.next_wake is None
+    rig.send(partition=1)
+    plan = rig.drain(capacity=0)  # past linger, but no capacity: left behind
+    assert plan.requests == []
+    assert plan.next_wake == rig.acc.queue("t", 1).batches[0].deadline
+
+
 async def test_retries_go_back_in_order_and_alone() -> None:
     rig = Rig(batch_size=512, enable_idempotence=False, acks=1)
     for _ in range(20):
