@@ -7,7 +7,7 @@ connection). Any fault on the connection (a response nobody asked for, an
 undecodable frame, a request timeout, the socket closing) kills the whole connection
 and fails every request in flight on it with a retriable ``KafkaConnectionError``: the
 caller's layer decides whether to retry. A connection owns no task: the event loop's
-protocol callbacks and per-request timers drive it.
+protocol callbacks and one watchdog timer drive it.
 """
 
 from __future__ import annotations
@@ -61,7 +61,16 @@ def api_name(api_key: int) -> str:
 
 
 class _Pending:
-    __slots__ = ("api_key", "future", "response_cls", "sent_at", "timer", "version")
+    __slots__ = (
+        "api_key",
+        "future",
+        "kill_at",
+        "response_cls",
+        "sent_at",
+        "tell_at",
+        "version",
+        "waited",
+    )
 
     def __init__(
         self,
@@ -69,15 +78,26 @@ class _Pending:
         response_cls: type[Response],
         api_key: int,
         version: int,
-        timer: asyncio.TimerHandle,
         sent_at: float,
+        tell_at: float | None,
+        kill_at: float,
+        waited: float,
     ) -> None:
         self.future = future
         self.response_cls = response_cls
         self.api_key = api_key
         self.version = version
-        self.timer = timer
         self.sent_at = sent_at
+        #: loop time to tell the caller its own timeout ran out while the answer is
+        #: still awaited (None: the caller's deadline is ``kill_at``)
+        self.tell_at = tell_at
+        #: loop time the connection is declared dead if the answer has not come
+        self.kill_at = kill_at
+        #: seconds the broker had to answer by ``kill_at`` (for the error message)
+        self.waited = waited
+
+    def due(self) -> float:
+        return self.kill_at if self.tell_at is None else self.tell_at
 
 
 class _Protocol(asyncio.BufferedProtocol):
@@ -155,6 +175,11 @@ class BrokerConnection:
         self._reauth_at: float | None = None
         self._last_used = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
+        # One timer for every request's timeouts, at the earliest due (a timer per
+        # request was a heap push and a cancel for each answer); an answer leaves it
+        # armed, and when it fires early it re-arms for what is still due.
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._watch_at = 0.0
         self._throttled_until = 0.0  # loop time; KIP-219 client-side throttling
         self.closed_by_client = False
         self._metrics = metrics
@@ -397,12 +422,20 @@ class BrokerConnection:
             # The caller's own deadline may be near when its request is finally written
             # (it queued): it is told at its deadline, but the connection is declared
             # dead only when the broker has had a whole request timeout to answer.
-            kill_at = now + max(timeout, self.config.request_timeout_ms / 1000)
+            request_timeout = self.config.request_timeout_ms / 1000
+            kill_at = now + max(timeout, request_timeout)
             if deadline < kill_at - 0.001:
-                timer = loop.call_at(deadline, self._on_caller_deadline, corr, kill_at)
+                pending = _Pending(
+                    future, response_cls, api_key, version, now, deadline, kill_at, request_timeout
+                )
             else:
-                timer = loop.call_at(kill_at, self._on_timeout, corr, kill_at - now)
-            self._in_flight[corr] = _Pending(future, response_cls, api_key, version, timer, now)
+                pending = _Pending(
+                    future, response_cls, api_key, version, now, None, kill_at, kill_at - now
+                )
+            self._in_flight[corr] = pending
+            due = pending.due()
+            if self._watchdog is None or due < self._watch_at:
+                self._arm_watchdog(due)
         transport.write(buf)
         if self._metrics is not None:
             self._metrics.sent(len(buf), now)
@@ -433,7 +466,6 @@ class BrokerConnection:
             self._kill(KafkaProtocolError(f"cannot decode {api_name(pending.api_key)}: {exc!r}"))
             return
         del self._in_flight[corr]
-        pending.timer.cancel()
         if self._metrics is not None:
             now = asyncio.get_running_loop().time()
             self._metrics.received(len(frame) + 4, now - pending.sent_at, now)
@@ -471,30 +503,44 @@ class BrokerConnection:
             # A broker that does not know our ApiVersions version answers in v0 form.
             return pending.response_cls.decode(body, 0)
 
-    def _on_caller_deadline(self, corr: int, kill_at: float) -> None:
-        """The caller's time is up: tell it; the answer is still awaited (and dropped)
-        until the broker's own request timeout has passed."""
-        pending = self._in_flight.get(corr)
-        if pending is None:
-            return
-        if not pending.future.done():
-            pending.future.set_exception(
-                KafkaTimeoutError(
-                    f"{api_name(pending.api_key)} v{pending.version} to {self} got no "
-                    "response before the caller's timeout"
-                )
-            )
-        pending.timer = asyncio.get_running_loop().call_at(
-            kill_at, self._on_timeout, corr, self.config.request_timeout_ms / 1000
-        )
+    def _arm_watchdog(self, when: float) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watch_at = when
+        self._watchdog = asyncio.get_running_loop().call_at(when, self._watch)
 
-    def _on_timeout(self, corr: int, timeout: float) -> None:
-        pending = self._in_flight.pop(corr, None)
-        if pending is None:
-            return
+    def _watch(self) -> None:
+        """Tell each caller whose own timeout ran out (its answer is still awaited, and
+        dropped, until the broker's request timeout has passed); kill the connection
+        when a request has had its whole request timeout without an answer."""
+        self._watchdog = None
+        # a timer runs when its time is within the clock's resolution of now
+        now = asyncio.get_running_loop().time() + 1e-6
+        soonest: float | None = None
+        for corr, pending in list(self._in_flight.items()):
+            if pending.kill_at <= now:
+                self._timed_out(corr, pending)
+                return
+            if pending.tell_at is not None and pending.tell_at <= now:
+                pending.tell_at = None
+                if not pending.future.done():
+                    pending.future.set_exception(
+                        KafkaTimeoutError(
+                            f"{api_name(pending.api_key)} v{pending.version} to {self} got "
+                            "no response before the caller's timeout"
+                        )
+                    )
+            due = pending.due()
+            if soonest is None or due < soonest:
+                soonest = due
+        if soonest is not None:
+            self._arm_watchdog(soonest)
+
+    def _timed_out(self, corr: int, pending: _Pending) -> None:
+        del self._in_flight[corr]
         error = KafkaTimeoutError(
             f"{api_name(pending.api_key)} v{pending.version} to {self} got no response "
-            f"within {timeout * 1000:.0f} ms (request_timeout_ms)"
+            f"within {pending.waited * 1000:.0f} ms (request_timeout_ms)"
         )
         if not pending.future.done():
             pending.future.set_exception(error)
@@ -519,9 +565,11 @@ class BrokerConnection:
             self._metrics.closed()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         pending, self._in_flight = self._in_flight, {}
         for item in pending.values():
-            item.timer.cancel()
             if not item.future.done():
                 item.future.set_exception(error)
         self._writable.set()  # wake writers so they see the error

@@ -119,9 +119,9 @@ async def test_time_spent_queueing_does_not_kill_a_healthy_connection() -> None:
     """Expected: a broker that answers every request 400 ms after reading it is
     healthy; requests that waited in the client for a free slot may give up at their
     own deadline, but the connection is not torn down (which would fail every other
-    request on it). Observed: the per-request timer is now armed at the caller's
-    deadline, so a request written with little of its budget left "gets no response
-    within request_timeout_ms" and _on_timeout() kills the connection."""
+    request on it). Observed (since fixed): a request's timeout was armed at the
+    caller's deadline, so a request written with little of its budget left "got no
+    response within request_timeout_ms" and the connection was killed."""
     config = ConnectionConfig(
         request_timeout_ms=1000,
         socket_connection_setup_timeout_ms=1000,

@@ -310,3 +310,63 @@ async def test_a_host_or_port_that_cannot_be_used_is_a_connection_error(host: st
     conn = BrokerConnection(host, port, FAST)
     with pytest.raises(KafkaConnectionError):
         await conn.open()
+
+
+async def test_answered_requests_leave_one_timer_armed_not_one_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every request's timeout hangs on one watchdog timer: answered requests cost no
+    timer of their own (a timer per request was a heap push and a cancel each)."""
+    async with FakeBroker() as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            loop = asyncio.get_running_loop()
+            armed: list[float] = []
+            real_call_at = loop.call_at
+
+            def call_at(when: float, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+                if getattr(callback, "__self__", None) is conn:
+                    armed.append(when)
+                return real_call_at(when, callback, *args, **kwargs)
+
+            monkeypatch.setattr(loop, "call_at", call_at)
+            for _ in range(20):
+                await conn.send(MetadataRequest(), timeout_ms=10_000)
+            assert len(armed) <= 1, armed  # the first arms it; the rest are later
+
+
+async def test_a_silent_answer_after_answered_ones_still_times_out() -> None:
+    """The watchdog, armed for the first request, fires after it was answered: it must
+    re-arm for a later, unanswered one, which times out at its own time."""
+    answered = 0
+
+    def script(rec: Received) -> Reply | None:
+        nonlocal answered
+        if rec.api_key != 3:
+            return None
+        answered += 1
+        return None if answered <= 2 else Reply("silent")
+
+    async with FakeBroker(script) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            await conn.send(MetadataRequest())
+            await conn.send(MetadataRequest())
+            await asyncio.sleep(0.1)  # the third is due after the watchdog's time
+            start = time.monotonic()
+            async with asyncio.timeout(5):  # a hang guard: a watchdog that never fires
+                with pytest.raises(KafkaTimeoutError, match="within 300 ms"):
+                    await conn.send(MetadataRequest())
+            assert time.monotonic() - start > 0.25  # its own timeout, not an early one
+            assert not conn.connected
+
+
+async def test_a_caller_deadline_before_the_request_timeout_tells_only_the_caller() -> None:
+    async with FakeBroker(on_metadata(Reply("silent"))) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            async with asyncio.timeout(5):  # a hang guard
+                with pytest.raises(KafkaTimeoutError, match="caller's timeout"):
+                    await conn.send(MetadataRequest(), timeout_ms=100)
+                assert conn.connected  # the broker still has its request timeout
+                with pytest.raises(KafkaConnectionError):
+                    # written behind the silent one: fails when the connection is killed
+                    await conn.send(MetadataRequest(), timeout_ms=5_000)
+            assert not conn.connected
