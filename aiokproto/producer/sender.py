@@ -117,6 +117,7 @@ class Sender:
         self._loop = asyncio.get_running_loop()
         self._node_in_flight: dict[int, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._expiry = _InFlightExpiry(self._loop, options.delivery_timeout_ms)
         self._waiter: asyncio.Future[None] | None = None
         self._bump_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -136,6 +137,7 @@ class Sender:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._expiry.close()
         self._task = self._bump_task = None
 
     def wake(self) -> None:
@@ -205,7 +207,7 @@ class Sender:
         self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot
     ) -> None:
         acc = self._acc
-        expiry = _InFlightExpiry(self._loop, batches, self._opts.delivery_timeout_ms)
+        watched = self._expiry.watch(batches)
         try:
             try:
                 conn = await self._client.connection(node, "produce")
@@ -246,7 +248,7 @@ class Sender:
             for batch in batches:
                 acc.fail(batch, error)
         finally:
-            expiry.cancel()
+            self._expiry.done(watched)
             self._node_in_flight[node] -= 1
             self.wake()
 
@@ -468,30 +470,56 @@ class Sender:
 
 
 class _InFlightExpiry:
-    """Tells the senders of a request's batches that ``delivery_timeout_ms`` is over
-    while the request is still out (a slow or throttling broker). The batches stay in
-    flight for the bookkeeping until the request ends (order, sequences, memory); its
-    late answer can no longer change what the caller was told."""
+    """Tells the senders of in-flight batches that ``delivery_timeout_ms`` is over
+    while their request is still out (a slow or throttling broker). The batches stay
+    in flight for the bookkeeping until the request ends (order, sequences, memory);
+    its late answer can no longer change what the caller was told.
 
-    __slots__ = ("_batches", "_loop", "_timeout_ms", "_timer")
+    One timer for every request in flight, at the earliest deadline (a timer per
+    request was a heap push and a cancel for each answer): a request that ends leaves
+    it armed, and when it fires with nothing due it re-arms for what is still out."""
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, batches: list[ProducerBatch], timeout_ms: int
-    ) -> None:
+    __slots__ = ("_at", "_loop", "_next", "_requests", "_timeout_ms", "_timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout_ms: int) -> None:
         self._loop = loop
-        self._batches = batches
         self._timeout_ms = timeout_ms
+        self._requests: dict[int, list[ProducerBatch]] = {}
+        self._next = 0
         self._timer: asyncio.TimerHandle | None = None
-        self._arm()
+        self._at = 0.0
 
-    def _arm(self) -> None:
-        pending = [b.deadline for b in self._batches if not b.future.done()]
-        self._timer = self._loop.call_at(min(pending), self._fire) if pending else None
+    def watch(self, batches: list[ProducerBatch]) -> int:
+        """Watch a request's batches until ``done(token)``."""
+        token = self._next
+        self._next += 1
+        self._requests[token] = batches
+        first = min((b.deadline for b in batches if not b.future.done()), default=None)
+        if first is not None and (self._timer is None or first < self._at):
+            self._arm(first)
+        return token
+
+    def done(self, token: int) -> None:
+        self._requests.pop(token, None)
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._at = when
+        self._timer = self._loop.call_at(when, self._fire)
 
     def _fire(self) -> None:
+        self._timer = None
         now = self._loop.time()
-        for batch in self._batches:
-            if batch.deadline <= now and not batch.future.done():
+        soonest: float | None = None
+        for batches in self._requests.values():
+            for batch in batches:
+                if batch.future.done():
+                    continue
+                if batch.deadline > now:
+                    if soonest is None or batch.deadline < soonest:
+                        soonest = batch.deadline
+                    continue
                 batch.future.set_exception(
                     KafkaTimeoutError(
                         f"{batch.record_count} record(s) for {batch.topic}[{batch.partition}] "
@@ -500,12 +528,14 @@ class _InFlightExpiry:
                     )
                 )
                 batch.future.exception()  # a handle may never be awaited
-        self._arm()
+        if soonest is not None:
+            self._arm(soonest)
 
-    def cancel(self) -> None:
+    def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._requests.clear()
 
 
 def _describe(batch: ProducerBatch, part: Any) -> str:

@@ -1,0 +1,71 @@
+"""The sender's one delivery-timeout timer for every request in flight (no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from aiokproto.errors import KafkaTimeoutError
+from aiokproto.producer.sender import _InFlightExpiry
+
+
+def batch(loop: asyncio.AbstractEventLoop, in_s: float) -> Any:
+    return SimpleNamespace(
+        future=loop.create_future(),
+        deadline=loop.time() + in_s,
+        record_count=1,
+        topic="t",
+        partition=0,
+    )
+
+
+async def test_one_timer_serves_every_request_and_outlives_the_ones_that_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    real_call_at = loop.call_at
+
+    def call_at(when: float, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if getattr(callback, "__self__", None) is expiry:
+            armed.append(when)
+        return real_call_at(when, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_at", call_at)
+    expiry = _InFlightExpiry(loop, 1000)
+    early, late = batch(loop, 0.05), batch(loop, 0.15)
+    first = expiry.watch([early])
+    expiry.watch([late])
+    for _ in range(20):  # requests that end at once cost no timer of their own
+        expiry.done(expiry.watch([batch(loop, 120)]))
+    assert armed == [early.deadline]
+    expiry.done(first)  # answered: the timer stays, and re-arms for what is still out
+    await asyncio.sleep(0.1)
+    assert not late.future.done() and not early.future.done()
+    assert armed == [early.deadline, late.deadline]
+    await asyncio.sleep(0.1)
+    with pytest.raises(KafkaTimeoutError, match="still out"):
+        late.future.result()
+    assert not early.future.done()  # its request ended: not the expiry's business
+    expiry.close()
+
+
+async def test_an_earlier_deadline_rearms_and_close_disarms() -> None:
+    loop = asyncio.get_running_loop()
+    expiry = _InFlightExpiry(loop, 1000)
+    late, early = batch(loop, 10), batch(loop, 0.03)
+    expiry.watch([late])
+    expiry.watch([early])
+    await asyncio.sleep(0.1)
+    with pytest.raises(KafkaTimeoutError, match="delivery_timeout_ms=1000"):
+        early.future.result()
+    assert not late.future.done()
+    expiry.close()
+    gone = batch(loop, 0.01)
+    expiry.watch([gone])
+    expiry.close()
+    await asyncio.sleep(0.05)
+    assert not gone.future.done()
