@@ -28,6 +28,7 @@ from aiokproto.protocol.messages.metadata import (
 )
 from tests.clients import client_for
 from tests.fake_broker import FakeBroker, Received, Reply
+from tests.timers import timers_armed_by
 
 FAST = ConnectionConfig(request_timeout_ms=300, socket_connection_setup_timeout_ms=1000)
 
@@ -319,16 +320,7 @@ async def test_answered_requests_leave_one_timer_armed_not_one_each(
     timer of their own (a timer per request was a heap push and a cancel each)."""
     async with FakeBroker() as fake:
         async with BrokerConnection(fake.host, fake.port, FAST) as conn:
-            loop = asyncio.get_running_loop()
-            armed: list[float] = []
-            real_call_at = loop.call_at
-
-            def call_at(when: float, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
-                if getattr(callback, "__self__", None) is conn:
-                    armed.append(when)
-                return real_call_at(when, callback, *args, **kwargs)
-
-            monkeypatch.setattr(loop, "call_at", call_at)
+            armed = timers_armed_by(conn, monkeypatch)
             for _ in range(20):
                 await conn.send(MetadataRequest(), timeout_ms=10_000)
             assert len(armed) <= 1, armed  # the first arms it; the rest are later

@@ -10,6 +10,7 @@ import pytest
 
 from aiokproto.errors import KafkaTimeoutError
 from aiokproto.producer.sender import _InFlightExpiry
+from tests.timers import timers_armed_by
 
 
 def batch(loop: asyncio.AbstractEventLoop, in_s: float) -> Any:
@@ -26,16 +27,8 @@ async def test_one_timer_serves_every_request_and_outlives_the_ones_that_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     loop = asyncio.get_running_loop()
-    armed: list[float] = []
-    real_call_at = loop.call_at
-
-    def call_at(when: float, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if getattr(callback, "__self__", None) is expiry:
-            armed.append(when)
-        return real_call_at(when, callback, *args, **kwargs)
-
-    monkeypatch.setattr(loop, "call_at", call_at)
     expiry = _InFlightExpiry(loop, 1000)
+    armed = timers_armed_by(expiry, monkeypatch)
     early, late = batch(loop, 0.05), batch(loop, 0.15)
     first = expiry.watch([early])
     expiry.watch([late])
