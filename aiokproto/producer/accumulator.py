@@ -393,10 +393,13 @@ class Accumulator:
 
     def hold_back(self, batch: ProducerBatch) -> None:
         """An in-flight batch was not written (an earlier batch of its partition is not
-        ahead of it on the same connection): queue it again as if never sent."""
+        ahead of it on the same connection): queue it again as if never sent. The
+        sender looks again: its request may be out long, and a drain is what watches a
+        queued batch's deadline."""
         if batch in self.incomplete:
             batch.attempts -= 1
             self._requeue(batch)
+            self._wake()
 
     def _requeue(self, batch: ProducerBatch) -> None:
         pq = batch.queue

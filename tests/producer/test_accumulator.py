@@ -206,6 +206,19 @@ async def test_a_drain_wakes_for_expiry_only_of_the_batches_it_leaves() -> None:
     assert plan.next_wake == rig.acc.queue("t", 1).batches[0].deadline
 
 
+async def test_a_held_back_batch_wakes_the_sender_to_watch_its_deadline() -> None:
+    """Held back while the rest of its request goes out (which may take a request
+    timeout): the sender must drain again, or no drain watches the batch's deadline."""
+    rig = Rig(enable_idempotence=False, acks=1, delivery_timeout_ms=31_000)
+    rig.send()
+    ((_, (batch,)),) = rig.drain().requests
+    wakes = rig.wakes
+    rig.acc.hold_back(batch)
+    assert rig.wakes == wakes + 1
+    plan = rig.drain(capacity=0)
+    assert plan.next_wake == batch.deadline
+
+
 async def test_retries_go_back_in_order_and_alone() -> None:
     rig = Rig(batch_size=512, enable_idempotence=False, acks=1)
     for _ in range(20):
