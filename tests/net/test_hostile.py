@@ -320,10 +320,11 @@ async def test_answered_requests_leave_one_timer_armed_not_one_each(
     timer of their own (a timer per request was a heap push and a cancel each)."""
     async with FakeBroker() as fake:
         async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            await asyncio.sleep(0.35)  # the handshake's watchdog (300 ms) has fired
             armed = timers_armed_by(conn, monkeypatch)
             for _ in range(20):
                 await conn.send(MetadataRequest(), timeout_ms=10_000)
-            assert len(armed) <= 1, armed  # the first arms it; the rest are later
+            assert len(armed) == 1, armed  # the first arms it; the rest are due later
 
 
 async def test_a_silent_answer_after_answered_ones_still_times_out() -> None:
