@@ -29,17 +29,17 @@ async def test_one_timer_serves_every_request_and_outlives_the_ones_that_end(
     loop = asyncio.get_running_loop()
     expiry = _InFlightExpiry(loop, 1000)
     armed = timers_armed_by(expiry, monkeypatch)
-    early, late = batch(loop, 0.05), batch(loop, 0.15)
+    early, late = batch(loop, 0.05), batch(loop, 1.0)
     first = expiry.watch([early])
     expiry.watch([late])
     for _ in range(20):  # requests that end at once cost no timer of their own
         expiry.done(expiry.watch([batch(loop, 120)]))
     assert armed == [early.deadline]
     expiry.done(first)  # answered: the timer stays, and re-arms for what is still out
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.2)
     assert not late.future.done() and not early.future.done()
     assert armed == [early.deadline, late.deadline]
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(late.deadline - loop.time() + 0.05)
     with pytest.raises(KafkaTimeoutError, match="still out"):
         late.future.result()
     assert not early.future.done()  # its request ended: not the expiry's business
