@@ -11,6 +11,7 @@ from typing import Any
 
 from aiokproto.consumer import Consumer
 from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
+from aiokproto.consumer.group.membership import EffectKind
 from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic
@@ -173,6 +174,60 @@ async def test_a_member_that_stops_hands_its_partitions_to_the_other(
     late = {tp for seq, who, tp, off in timeline.handed if who == "a" and off >= 30}
     assert b_had <= late, "a did not consume the partitions b gave up"
     assert events(timeline, "b", "revoking")[-1] == b_had
+
+
+async def test_a_commit_between_the_revoke_and_the_assign_step_names_only_owned_partitions(
+    kafka: Any, topic_name: str, monkeypatch: Any
+) -> None:
+    # After a revoke step the machine stops owning the revoked partitions as soon as it
+    # takes REVOKED; the assign step runs later on the worker. A getmany() returning in
+    # between, then commit() (what every "poll, commit" loop does), committed the
+    # revoked partition's position too and failed "not assigned to this member"
+    # (seen in the mixed-group interop test). It commits what the member owns.
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    await fill(kafka.bootstrap_servers, topic_name, 2, 20)
+    group = f"g-{topic_name}"
+    timeline = Timeline()
+    a = member(kafka, group, enable_auto_commit=False)
+    b = member(kafka, group, enable_auto_commit=False)
+    a.subscribe([topic_name], listener=Listener("a", timeline, a))
+    b.subscribe([topic_name], listener=Listener("b", timeline, b))
+    outcomes: list[str] = []
+    revoked: list[frozenset[TopicPartition]] = []
+    async with asyncio.timeout(90):
+        async with a:
+            driver = a.group_coordinator
+            assert isinstance(driver, ConsumerGroupDriver)
+            work_on = driver._work_on
+
+            async def commit_in_the_gap(effect: Any) -> None:
+                if effect.kind is EffectKind.REVOKE_STEP and effect.partitions:
+                    revoked.append(effect.partitions)
+                elif effect.kind is EffectKind.ASSIGN_STEP and revoked and not outcomes:
+                    try:  # from a task of its own, as the application's loop would
+                        await asyncio.ensure_future(a.commit())
+                        outcomes.append("ok")
+                    except Exception as exc:
+                        outcomes.append(repr(exc))
+                await work_on(effect)
+
+            monkeypatch.setattr(driver, "_work_on", commit_in_the_gap)
+            seen: set[int] = set()
+            while seen != {0, 1}:  # both partitions have a position past what is committed
+                batch = await a.getmany(timeout_ms=500)
+                seen |= {tp.partition for tp in batch}
+            async with b:
+                await until(lambda: bool(outcomes), 30)
+                kept = a.assignment()
+                positions = {tp: await a.position(tp) for tp in kept}
+    assert outcomes == ["ok"], outcomes
+    assert len(revoked[0]) == 1 and not revoked[0] & kept
+    assert kept and all(p == 20 for p in positions.values())
+    async with member(kafka, group) as check:
+        committed = {tp: await check.committed(tp) for tp in kept | revoked[0]}
+    # the kept partition's position was committed in the gap, the revoked one's by the
+    # revoke listener
+    assert set(committed.values()) == {20}, committed
 
 
 async def test_commit_then_a_new_member_resumes_from_the_committed_offsets(

@@ -692,6 +692,11 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
                     await self._commit_before_revoke(effect.partitions, None)
                     await self._call_listener("on_partitions_revoked", effect.partitions)
                 finally:
+                    if ours:
+                        # they leave the subscription with the revocation: the machine
+                        # stops owning them when it takes REVOKED, and a commit() between
+                        # that and the assign step must not name them
+                        sub.set_group_assignment(sub.assigned() - effect.partitions)
                     self._revoking = None
                     self._notify()
             self._post(_Item(Event.REVOKED, token=effect.token))
