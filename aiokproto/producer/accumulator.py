@@ -9,6 +9,7 @@ up to ``max_in_flight_requests_per_connection`` requests per broker and per part
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final
@@ -284,9 +285,15 @@ class Accumulator:
         # Wake for the earliest expiry among the batches left unsent, looked at after
         # the taking: a deadline of a batch taken just now would arm a timer on every
         # drain (delivery_timeout_ms away) only to be cancelled at the next.
+        soonest = math.inf  # a min inline: a wake_at() call per partition cost twice as much
         for pq in self._active:
-            if pq.batches:
-                result.wake_at(pq.batches[0].deadline)
+            queued = pq.batches
+            if queued:
+                deadline = queued[0].deadline
+                if deadline < soonest:
+                    soonest = deadline
+        if soonest != math.inf:
+            result.wake_at(soonest)
         limit = opts.max_request_size
         for node, rounds in rounds_by_node.items():
             for round_ in rounds:
