@@ -42,6 +42,7 @@ from aiokproto.protocol.messages import API_NAMES
 from aiokproto.protocol.messages.api_versions import ApiVersionsRequest
 from aiokproto.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from aiokproto.protocol.messages.sasl_handshake import SaslHandshakeRequest
+from aiokproto.soonest import SoonestTimer
 
 if TYPE_CHECKING:
     from aiokproto.metrics.connections import NodeMetrics
@@ -175,11 +176,9 @@ class BrokerConnection:
         self._reauth_at: float | None = None
         self._last_used = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
-        # One timer for every request's timeouts, at the earliest due (a timer per
-        # request was a heap push and a cancel for each answer); an answer leaves it
-        # armed, and when it fires early it re-arms for what is still due.
-        self._watchdog: asyncio.TimerHandle | None = None
-        self._watch_at = 0.0
+        # One timer for every request's timeouts, at the earliest due; an answer
+        # leaves it armed, and when it fires early it re-arms for what is still due.
+        self._watchdog = SoonestTimer(self._watch)
         self._throttled_until = 0.0  # loop time; KIP-219 client-side throttling
         self.closed_by_client = False
         self._metrics = metrics
@@ -425,17 +424,15 @@ class BrokerConnection:
             request_timeout = self.config.request_timeout_ms / 1000
             kill_at = now + max(timeout, request_timeout)
             if deadline < kill_at - 0.001:
-                pending = _Pending(
-                    future, response_cls, api_key, version, now, deadline, kill_at, request_timeout
-                )
+                tell_at: float | None = deadline
+                waited = request_timeout
             else:
-                pending = _Pending(
-                    future, response_cls, api_key, version, now, None, kill_at, kill_at - now
-                )
+                tell_at, waited = None, kill_at - now
+            pending = _Pending(
+                future, response_cls, api_key, version, now, tell_at, kill_at, waited
+            )
             self._in_flight[corr] = pending
-            due = pending.due()
-            if self._watchdog is None or due < self._watch_at:
-                self._arm_watchdog(due)
+            self._watchdog.arm_by(pending.due())
         transport.write(buf)
         if self._metrics is not None:
             self._metrics.sent(len(buf), now)
@@ -503,17 +500,10 @@ class BrokerConnection:
             # A broker that does not know our ApiVersions version answers in v0 form.
             return pending.response_cls.decode(body, 0)
 
-    def _arm_watchdog(self, when: float) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-        self._watch_at = when
-        self._watchdog = asyncio.get_running_loop().call_at(when, self._watch)
-
     def _watch(self) -> None:
         """Tell each caller whose own timeout ran out (its answer is still awaited, and
         dropped, until the broker's request timeout has passed); kill the connection
         when a request has had its whole request timeout without an answer."""
-        self._watchdog = None
         # a timer runs when its time is within the clock's resolution of now
         now = asyncio.get_running_loop().time() + 1e-6
         soonest: float | None = None
@@ -534,7 +524,7 @@ class BrokerConnection:
             if soonest is None or due < soonest:
                 soonest = due
         if soonest is not None:
-            self._arm_watchdog(soonest)
+            self._watchdog.arm_by(soonest)
 
     def _timed_out(self, corr: int, pending: _Pending) -> None:
         del self._in_flight[corr]
@@ -565,9 +555,7 @@ class BrokerConnection:
             self._metrics.closed()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
+        self._watchdog.cancel()
         pending, self._in_flight = self._in_flight, {}
         for item in pending.values():
             if not item.future.done():

@@ -41,6 +41,7 @@ from aiokproto.protocol.messages.produce import (
     ProduceRequestPartitionProduceData,
     ProduceRequestTopicProduceData,
 )
+from aiokproto.soonest import SoonestTimer
 
 log = logging.getLogger(__name__)
 
@@ -475,19 +476,18 @@ class _InFlightExpiry:
     in flight for the bookkeeping until the request ends (order, sequences, memory);
     its late answer can no longer change what the caller was told.
 
-    One timer for every request in flight, at the earliest deadline (a timer per
-    request was a heap push and a cancel for each answer): a request that ends leaves
-    it armed, and when it fires with nothing due it re-arms for what is still out."""
+    One timer for every request in flight, at the earliest deadline: a request that
+    ends leaves it armed, and when it fires with nothing due it re-arms for what is
+    still out."""
 
-    __slots__ = ("_at", "_loop", "_next", "_requests", "_timeout_ms", "_timer")
+    __slots__ = ("_loop", "_next", "_requests", "_timeout_ms", "_timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout_ms: int) -> None:
         self._loop = loop
         self._timeout_ms = timeout_ms
         self._requests: dict[int, list[ProducerBatch]] = {}
         self._next = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._at = 0.0
+        self._timer = SoonestTimer(self._fire)
 
     def watch(self, batches: list[ProducerBatch]) -> int:
         """Watch a request's batches until ``done(token)``."""
@@ -495,21 +495,14 @@ class _InFlightExpiry:
         self._next += 1
         self._requests[token] = batches
         first = min((b.deadline for b in batches if not b.future.done()), default=None)
-        if first is not None and (self._timer is None or first < self._at):
-            self._arm(first)
+        if first is not None:
+            self._timer.arm_by(first)
         return token
 
     def done(self, token: int) -> None:
         self._requests.pop(token, None)
 
-    def _arm(self, when: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._at = when
-        self._timer = self._loop.call_at(when, self._fire)
-
     def _fire(self) -> None:
-        self._timer = None
         now = self._loop.time()
         soonest: float | None = None
         for batches in self._requests.values():
@@ -529,12 +522,10 @@ class _InFlightExpiry:
                 )
                 batch.future.exception()  # a handle may never be awaited
         if soonest is not None:
-            self._arm(soonest)
+            self._timer.arm_by(soonest)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._timer.cancel()
         self._requests.clear()
 
 

@@ -321,7 +321,7 @@ async def test_answered_requests_leave_one_timer_armed_not_one_each(
     async with FakeBroker() as fake:
         async with BrokerConnection(fake.host, fake.port, FAST) as conn:
             await asyncio.sleep(0.35)  # the handshake's watchdog (300 ms) has fired
-            armed = timers_armed_by(conn, monkeypatch)
+            armed = timers_armed_by(conn._watchdog, monkeypatch)
             for _ in range(20):
                 await conn.send(MetadataRequest(), timeout_ms=10_000)
             assert len(armed) == 1, armed  # the first arms it; the rest are due later

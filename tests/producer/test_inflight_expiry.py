@@ -28,7 +28,7 @@ async def test_one_timer_serves_every_request_and_outlives_the_ones_that_end(
 ) -> None:
     loop = asyncio.get_running_loop()
     expiry = _InFlightExpiry(loop, 1000)
-    armed = timers_armed_by(expiry, monkeypatch)
+    armed = timers_armed_by(expiry._timer, monkeypatch)
     early, late = batch(loop, 0.05), batch(loop, 1.0)
     first = expiry.watch([early])
     expiry.watch([late])
