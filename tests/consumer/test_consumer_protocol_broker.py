@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiokproto.consumer import Consumer
+from aiokproto.consumer import Consumer, ConsumerRebalanceListener
 from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
-from aiokproto.consumer.group.membership import EffectKind
+from aiokproto.consumer.group.membership import EffectKind, State
 from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic
@@ -228,6 +228,105 @@ async def test_a_commit_between_the_revoke_and_the_assign_step_names_only_owned_
     # the kept partition's position was committed in the gap, the revoked one's by the
     # revoke listener
     assert set(committed.values()) == {20}, committed
+
+
+class PositionCommits(ConsumerRebalanceListener):
+    """The usual manual-commit listener: commit the position of every revoked partition
+    (position() of a partition the consumer does not hold raises). Its first revoke
+    waits for ``gate``."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.calls: list[tuple[str, frozenset[TopicPartition], str]] = []
+        self.in_first = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def on_partitions_assigned(self, assigned: frozenset[TopicPartition]) -> None:
+        self.calls.append(("assigned", assigned, "ok"))
+
+    async def on_partitions_revoked(self, revoked: frozenset[TopicPartition]) -> None:
+        if not self.in_first.is_set():
+            self.in_first.set()
+            await self.gate.wait()
+        try:
+            offsets = {tp: await self.consumer.position(tp) for tp in revoked}
+            await self.consumer.commit(offsets)
+            self.calls.append(("revoked", revoked, "ok"))
+        except Exception as exc:
+            self.calls.append(("revoked", revoked, repr(exc)))
+
+    async def on_partitions_lost(self, lost: frozenset[TopicPartition]) -> None:
+        self.calls.append(("lost", lost, "ok"))
+
+
+async def test_stop_during_a_revoke_step_revokes_only_what_is_still_held(
+    kafka: Any, topic_name: str
+) -> None:
+    # stop() while a reconciliation's revoke listener runs: the leave then releases
+    # everything the machine owns, which still includes the partition being revoked
+    # (REVOKED was never taken). That partition is gone from the consumer when the
+    # revoke step ends, so the leave's listener must get only the rest; given it too,
+    # its position() raised, and the rest was never committed (read again elsewhere).
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    await fill(kafka.bootstrap_servers, topic_name, 2, 20)
+    group = f"g-{topic_name}"
+    every = {TopicPartition(topic_name, p) for p in range(2)}
+    a = member(kafka, group, enable_auto_commit=False)
+    listener = PositionCommits(a)
+    listener.gate.clear()
+    a.subscribe([topic_name], listener=listener)
+    async with asyncio.timeout(90):
+        await a.start()
+        got = 0
+        while got < 40:
+            batch = await a.getmany(timeout_ms=500)
+            got += sum(len(records) for records in batch.values())
+        b = member(kafka, group, enable_auto_commit=False)
+        b.subscribe([topic_name])
+        async with b:
+            await listener.in_first.wait()  # a revokes one partition for b
+            driver = a.group_coordinator
+            assert isinstance(driver, ConsumerGroupDriver)
+            stopping = asyncio.ensure_future(a.stop())
+            await until(lambda: driver.state is not State.RECONCILING, 10)
+            listener.gate.set()
+            await stopping
+        async with member(kafka, group) as check:
+            committed = {tp: await check.committed(tp) for tp in every}
+    revokes = [(tps, outcome) for kind, tps, outcome in listener.calls if kind == "revoked"]
+    assert [outcome for _, outcome in revokes] == ["ok", "ok"], listener.calls
+    assert revokes[0][0] | revokes[1][0] == every and not revokes[0][0] & revokes[1][0]
+    assert committed == dict.fromkeys(every, 20), committed
+
+
+async def test_a_leave_before_the_assign_step_revokes_only_what_was_handed_over(
+    kafka: Any, topic_name: str, monkeypatch: Any
+) -> None:
+    # the machine owns the new assignment from REVOKED on; the worker hands it to the
+    # consumer at the assign step. A leave in between must not revoke partitions the
+    # consumer never got (on_partitions_assigned never ran for them).
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    a = member(kafka, f"g-{topic_name}")
+    listener = PositionCommits(a)
+    a.subscribe([topic_name], listener=listener)
+    stopping: list[asyncio.Future[None]] = []
+    async with asyncio.timeout(60):
+        await a.start()
+        driver = a.group_coordinator
+        assert isinstance(driver, ConsumerGroupDriver)
+        work_on = driver._work_on
+
+        async def leave_first(effect: Any) -> None:
+            if effect.kind is EffectKind.ASSIGN_STEP and not stopping:
+                stopping.append(asyncio.ensure_future(a.stop()))
+                await until(lambda: driver.state is not State.RECONCILING, 10)
+            await work_on(effect)
+
+        monkeypatch.setattr(driver, "_work_on", leave_first)
+        await until(lambda: bool(stopping), 30)
+        await stopping[0]
+    assert not [c for c in listener.calls if c[0] == "revoked"], listener.calls
 
 
 async def test_commit_then_a_new_member_resumes_from_the_committed_offsets(

@@ -724,27 +724,41 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
             self._reset_auto_commit_timer(asyncio.get_running_loop().time())
             self._post(_Item(Event.RECONCILED, token=effect.token))
         elif kind is EffectKind.LOSE:
-            log.info("group %r: lost %s", gid, names(sorted(effect.partitions)))
+            held = self._held(effect, ours)
+            log.info("group %r: lost %s", gid, names(sorted(held)))
             if ours:
-                sub.start_revoking(effect.partitions)
+                sub.start_revoking(held)
             try:
-                await self._call_listener("on_partitions_lost", effect.partitions)
+                if held:
+                    await self._call_listener("on_partitions_lost", held)
             finally:
                 if ours:
                     sub.set_group_assignment(m.owned)
             self._post(_Item(Event.RELEASED))
         elif kind is EffectKind.REVOKE:
+            held = self._held(effect, ours)
             if ours:
-                sub.start_revoking(effect.partitions)
+                sub.start_revoking(held)
             self._revoking = effect
             self._notify()
             try:
-                await self._commit_before_revoke(effect.partitions, self._final)
-                await self._call_listener("on_partitions_revoked", effect.partitions)
+                if held:
+                    await self._commit_before_revoke(held, self._final)
+                    await self._call_listener("on_partitions_revoked", held)
             finally:
                 self._revoking = None
                 self._notify()
             self._post(_Item(Event.RELEASED))
+
+    def _held(self, effect: Effect, ours: bool) -> frozenset[TopicPartition]:
+        """What a release (leave, loss) takes from the consumer: the machine's owned
+        set, less what it does not hold. A reconciliation cut short by the release
+        already revoked some (its revoke step ended, REVOKED not yet taken), or had
+        the machine own some the assign step never handed over; neither reaches a
+        listener, whose position() or commit on them would fail."""
+        if not ours:
+            return effect.partitions
+        return effect.partitions & self._sub.assigned()
 
     # -- the watch task -------------------------------------------------------------------
 
