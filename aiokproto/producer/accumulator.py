@@ -205,6 +205,12 @@ class Accumulator:
 
     # -- draining ---------------------------------------------------------------
 
+    @property
+    def has_queued(self) -> bool:
+        """Whether any partition has a batch waiting to be sent (a drain with none
+        returns an empty plan)."""
+        return bool(self._active)
+
     def drain(self, now: float, leader_of: LeaderOf, capacity: Callable[[int], int]) -> DrainResult:
         """Take the batches that are ready and may be sent now, grouped per broker into
         requests (at most ``capacity(node)`` requests per broker)."""

@@ -122,6 +122,7 @@ class Sender:
         self._waiter: asyncio.Future[None] | None = None
         self._bump_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._seen: ClusterSnapshot | None = None  # the snapshot the drain loop last saw
         self.fatal: KafkaError | None = None
         self.txn_v2 = False  # transactions v2 (KIP-890): set by the transaction manager
         self._odd_epoch = RepeatingWarning(log)
@@ -169,12 +170,12 @@ class Sender:
         acc = self._acc
         meta = self._client.metadata
         retry_backoff = self._config.retry_backoff_ms / 1000
-        seen = meta.snapshot
+        self._seen = meta.snapshot
         while True:
             now = loop.time()
             snapshot = meta.snapshot
-            if snapshot is not seen:
-                seen = snapshot
+            if snapshot is not self._seen:
+                self._seen = snapshot
                 self._on_metadata()
             plan = acc.drain(now, snapshot.leader_for, self._capacity)
             for node, batches in plan.requests:
@@ -251,6 +252,14 @@ class Sender:
         finally:
             self._expiry.done(watched)
             self._node_in_flight[node] -= 1
+            self._wake_if_useful()
+
+    def _wake_if_useful(self) -> None:
+        """Wake the drain loop after a request ends only if a pass could do something:
+        a batch is queued (the freed slot may send it, a retry was queued) or the
+        metadata changed. A pass over an empty accumulator does nothing at all, and at
+        one record per request it was a second loop pass per record."""
+        if self._acc.has_queued or self._client.metadata.snapshot is not self._seen:
             self.wake()
 
     def _in_order_on(self, conn: object, batches: list[ProducerBatch]) -> list[ProducerBatch]:
