@@ -255,7 +255,9 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
         waits for it and is sent again in the new generation when this member still
         owns every partition and lost none of them in between; otherwise it raises
         ``CommitFailedError``. While partitions are being revoked (the rebalance
-        listener runs) their generation is still valid, and the commit uses it.
+        listener runs) their generation is still valid, and the commit uses it; while
+        they are being lost (``on_partitions_lost`` runs) a commit naming them raises
+        ``CommitFailedError`` at once.
 
         Without ``offsets``, partitions that the group took from this member while
         records of theirs were handed out and not committed are named in a
@@ -292,6 +294,20 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
                 )
                 return
             if self._sub.in_group:
+                # Held by the consumer, no longer owned by the machine, not being
+                # revoked: lost (on_partitions_lost runs). Those positions belong to an
+                # ownership that ended; no later generation may carry them, even one
+                # that hands the partitions back (Java fails such a commit too).
+                held = self._sub.state_of
+                lost = sorted(tp for tp in offsets if tp not in m.owned and held(tp) is not None)
+                if lost:
+                    raise CommitFailedError(
+                        f"commit failed: {names(lost)} were lost by this member of group "
+                        f"{self.config.group_id!r} (its generation ended: session expired, "
+                        "fenced, or max_poll_interval_ms passed); their positions cannot be "
+                        "committed in a later generation, so records after the last "
+                        "committed offset may be consumed again"
+                    )
                 if m.state is State.UNJOINED and not self._join_queued:
                     raise self._not_a_member()
                 if not self._can_commit_now():

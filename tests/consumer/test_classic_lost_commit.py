@@ -1,0 +1,161 @@
+"""Classic groups: a commit() issued while on_partitions_lost runs (from the
+application's own task) names partitions whose ownership already ended. It must fail
+with CommitFailedError, as Java's ConsumerCoordinator fails a commit made without a
+stable generation, and never be sent in a later generation with the positions taken
+before the loss, even when the rejoin hands the same partition back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from aiokproto.consumer import CommitFailedError, Consumer, ConsumerRebalanceListener
+from aiokproto.consumer.group import GroupCoordinator
+from aiokproto.consumer.group.state import State
+from aiokproto.producer import Producer
+from aiokproto.structs import OffsetAndMetadata, TopicPartition
+from tests.consumer.conftest import create_topic
+from tests.consumer.test_group_guarantees import until
+
+
+class HoldsTheLoss(ConsumerRebalanceListener):
+    """on_partitions_lost waits for ``release``: the window the commit is issued in."""
+
+    def __init__(self) -> None:
+        self.lost: list[frozenset[TopicPartition]] = []
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def on_partitions_lost(self, lost: frozenset[TopicPartition]) -> None:
+        self.lost.append(lost)
+        self.entered.set()
+        await self.release.wait()
+
+
+def member(kafka: Any, topic: str, group: str, **options: Any) -> Consumer:
+    defaults: dict[str, Any] = {
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 500,
+        "default_api_timeout_ms": 30_000,
+    }
+    return Consumer(
+        topic,
+        bootstrap_servers=kafka.bootstrap_servers,
+        group_id=group,
+        **{**defaults, **options},
+    )
+
+
+def record_commits(
+    coordinator: GroupCoordinator, monkeypatch: Any
+) -> list[tuple[int, dict[TopicPartition, int]]]:
+    """Every OffsetCommit the member sends from now on: (generation, offsets)."""
+    real = coordinator._offsets.commit_once
+    sent: list[tuple[int, dict[TopicPartition, int]]] = []
+
+    async def spy(
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        generation: int,
+        member_id: str,
+        deadline: float,
+    ) -> dict[TopicPartition, int]:
+        sent.append((generation, {tp: om.offset for tp, om in offsets.items()}))
+        return await real(offsets, generation, member_id, deadline)
+
+    monkeypatch.setattr(coordinator._offsets, "commit_once", spy)
+    return sent
+
+
+@pytest.mark.parametrize("how", ["unknown member", "poll timeout"])
+async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent_later(
+    kafka: Any, topic_name: str, monkeypatch: Any, how: str
+) -> None:
+    # a consumes 20 of 40 records and commits 10, then loses the partition: the broker
+    # forgot it ("unknown member": its next heartbeat is answered UNKNOWN_MEMBER_ID), or
+    # it did not poll for max_poll_interval_ms ("poll timeout"). While its
+    # on_partitions_lost runs, the application's loop polls and calls commit(), which
+    # names the lost partition at position 20. The rejoin gives a the same partition
+    # back; that commit must fail, not go out as 20 in the new generation. With
+    # "unknown member", b owns the partition in between, consumes to 40 and commits:
+    # a stale 20 would take b's progress back (records 20-39 read twice).
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=1)
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as p:
+        await p.send_batch(topic_name, [b"%d" % i for i in range(40)], partition=0)
+    tp = TopicPartition(topic_name, 0)
+    group = f"g-{topic_name}"
+    extra: dict[str, Any] = {"max_poll_interval_ms": 3000} if how == "poll timeout" else {}
+    a = member(kafka, topic_name, group, **extra)
+    listener = HoldsTheLoss()
+    a.subscribe([topic_name], listener=listener)
+    async with asyncio.timeout(90):
+        async with a:
+            coordinator = a.group_coordinator
+            assert isinstance(coordinator, GroupCoordinator)
+            got = 0
+            while got < 20:
+                batch = await a.getmany(timeout_ms=500, max_records=20 - got)
+                got += sum(len(records) for records in batch.values())
+            await a.commit({tp: 10})
+            generation = coordinator.generation_id
+            sent = record_commits(coordinator, monkeypatch)
+            waiting = asyncio.Event()  # the commit parked until the group lets it commit
+            until_possible = coordinator._until_commit_possible
+
+            async def parked(deadline: float) -> None:
+                waiting.set()
+                await until_possible(deadline)
+
+            monkeypatch.setattr(coordinator, "_until_commit_possible", parked)
+            if how == "unknown member":
+                # a LeaveGroup on a's behalf: the broker forgets the member, as after
+                # a session timeout, and a's machine does not know yet
+                await coordinator._leave_group(coordinator.member_id)
+            # "poll timeout": nothing polls from here until the listener runs
+            await until(listener.entered.is_set, 20)
+            assert listener.lost == [frozenset({tp})]
+            if how == "poll timeout":
+                await a.getmany(timeout_ms=0)  # the loop polls again: a rejoins after
+            committing = asyncio.ensure_future(a.commit())  # the loop's own task
+            await until(lambda: waiting.is_set() or committing.done(), 10)
+            progress = 10
+            if how == "unknown member":
+                b = member(kafka, topic_name, group)
+                async with b:
+                    taken = 0
+                    while taken < 30:  # from the committed 10 to the end
+                        batch = await b.getmany(timeout_ms=500)
+                        taken += sum(len(records) for records in batch.values())
+                    await b.commit()
+                progress = 40
+            listener.release.set()
+            try:
+                await committing
+                outcome: BaseException | None = None
+            except Exception as exc:  # asserted below, with what was sent
+                outcome = exc
+            # the rejoin gives a the same partition back, in a later generation
+            await until(
+                lambda: (
+                    coordinator.state is State.STABLE
+                    and coordinator.generation_id > generation
+                    and a.assignment() == {tp}
+                ),
+                30,
+            )
+            rejoined = coordinator.generation_id
+    async with member(kafka, topic_name, group) as check:
+        committed = await check.committed(tp)
+    seen = (
+        f"commit() -> {outcome!r}; OffsetCommits sent (generation, offsets): {sent}; "
+        f"committed {committed}; generation {generation} -> {rejoined}"
+    )
+    assert isinstance(outcome, CommitFailedError), seen
+    assert f"{topic_name}-0" in str(outcome), seen  # it names the lost partition
+    assert rejoined != generation, seen
+    # no OffsetCommit carried the position taken before the loss, in any generation
+    assert not [offsets for _, offsets in sent if offsets.get(tp) == 20], seen
+    assert committed == progress, seen
