@@ -55,11 +55,13 @@ async def _consume(job: Job, meter: MeterLike) -> dict[str, Any]:
     errors: list[str] = []
     async with AIOConsumer(confluent_sync.consumer_config(job)) as c:
         await c.assign(confluent_sync.assignment(job))
+        remaining = confluent_sync.Remaining(job.scenario.records)
 
         async def fetch() -> Iterable[bytes | None]:
             if errors:
                 raise RuntimeError(errors[0])
-            msgs = await c.consume(num_messages=10_000, timeout=0.5)
+            msgs = await c.consume(num_messages=remaining.ask(), timeout=0.5)
+            remaining.took(len(msgs))
             return confluent_sync.values_of(msgs, errors)
 
         return await consume_async(job, meter, fetch)

@@ -336,6 +336,22 @@ def test_consume_rates_use_the_records_after_the_first_batch() -> None:
     assert row["cpu_s_per_million"]["median"] == pytest.approx(0.25 / 500 * 1e6)
 
 
+def test_librdkafka_consume_calls_never_ask_for_more_than_is_left() -> None:
+    # consume(num_messages=n) waits until n messages are there or its timeout ends: a
+    # last call asking for a full batch sat out the whole timeout
+    confluent_sync = pytest.importorskip("benchmarks.clients.confluent_sync")
+    remaining = confluent_sync.Remaining(25_000)
+    asked = []
+    while remaining.left:
+        asked.append(remaining.ask())
+        remaining.took(asked[-1])
+    assert asked == [10_000, 10_000, 5_000]
+    assert remaining.ask() == 1  # nothing left: a valid request, never 0
+    job = Job("confluent-kafka", CONSUME, "b", "t", 0, 1.0)
+    assert confluent_sync.consumer_config(job)["fetch.queue.backoff.ms"] == 10
+    assert "fetch.queue.backoff.ms" in ADAPTERS["confluent-kafka-aio"].note
+
+
 def test_latency_validation_counts_the_warmup_record() -> None:
     good = {
         "acked": 1000, "failed": 0, "received": 1000, "duplicates": 0, "unknown": 0,
