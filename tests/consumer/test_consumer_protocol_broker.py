@@ -7,11 +7,12 @@ Not covered yet: regex subscriptions and static membership with this protocol.""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from aiokproto.consumer import Consumer, ConsumerRebalanceListener
 from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
-from aiokproto.consumer.group.membership import EffectKind, State
+from aiokproto.consumer.group.membership import Effect, EffectKind, State
 from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic
@@ -48,6 +49,31 @@ def covers(timeline: Timeline, ends: dict[TopicPartition, int]) -> bool:
     for _, _, tp, offset in timeline.handed:
         seen.setdefault(tp, set()).add(offset)
     return all(set(range(end)) <= seen.get(tp, set()) for tp, end in ends.items())
+
+
+def before_each_effect(
+    consumer: Consumer, monkeypatch: Any, hook: Callable[[Effect], Awaitable[None]]
+) -> ConsumerGroupDriver:
+    """Await ``hook(effect)`` before the consumer's KIP-848 driver works on each effect
+    (to place a commit or a leave between two steps); returns the driver."""
+    driver = consumer.group_coordinator
+    assert isinstance(driver, ConsumerGroupDriver)
+    work_on = driver._work_on
+
+    async def hooked(effect: Effect) -> None:
+        await hook(effect)
+        await work_on(effect)
+
+    monkeypatch.setattr(driver, "_work_on", hooked)
+    return driver
+
+
+async def committed_offsets(
+    kafka: Any, group: str, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offsets, read through a fresh consumer (it joins nothing)."""
+    async with member(kafka, group) as check:
+        return {tp: await check.committed(tp) for tp in partitions}
 
 
 async def fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
@@ -194,24 +220,20 @@ async def test_a_commit_between_the_revoke_and_the_assign_step_names_only_owned_
     b.subscribe([topic_name], listener=Listener("b", timeline, b))
     outcomes: list[str] = []
     revoked: list[frozenset[TopicPartition]] = []
+
+    async def commit_in_the_gap(effect: Effect) -> None:
+        if effect.kind is EffectKind.REVOKE_STEP and effect.partitions:
+            revoked.append(effect.partitions)
+        elif effect.kind is EffectKind.ASSIGN_STEP and revoked and not outcomes:
+            try:  # from a task of its own, as the application's loop would
+                await asyncio.ensure_future(a.commit())
+                outcomes.append("ok")
+            except Exception as exc:
+                outcomes.append(repr(exc))
+
     async with asyncio.timeout(90):
         async with a:
-            driver = a.group_coordinator
-            assert isinstance(driver, ConsumerGroupDriver)
-            work_on = driver._work_on
-
-            async def commit_in_the_gap(effect: Any) -> None:
-                if effect.kind is EffectKind.REVOKE_STEP and effect.partitions:
-                    revoked.append(effect.partitions)
-                elif effect.kind is EffectKind.ASSIGN_STEP and revoked and not outcomes:
-                    try:  # from a task of its own, as the application's loop would
-                        await asyncio.ensure_future(a.commit())
-                        outcomes.append("ok")
-                    except Exception as exc:
-                        outcomes.append(repr(exc))
-                await work_on(effect)
-
-            monkeypatch.setattr(driver, "_work_on", commit_in_the_gap)
+            before_each_effect(a, monkeypatch, commit_in_the_gap)
             seen: set[int] = set()
             while seen != {0, 1}:  # both partitions have a position past what is committed
                 batch = await a.getmany(timeout_ms=500)
@@ -223,8 +245,7 @@ async def test_a_commit_between_the_revoke_and_the_assign_step_names_only_owned_
     assert outcomes == ["ok"], outcomes
     assert len(revoked[0]) == 1 and not revoked[0] & kept
     assert kept and all(p == 20 for p in positions.values())
-    async with member(kafka, group) as check:
-        committed = {tp: await check.committed(tp) for tp in kept | revoked[0]}
+    committed = await committed_offsets(kafka, group, kept | revoked[0])
     # the kept partition's position was committed in the gap, the revoked one's by the
     # revoke listener
     assert set(committed.values()) == {20}, committed
@@ -292,8 +313,7 @@ async def test_stop_during_a_revoke_step_revokes_only_what_is_still_held(
             await until(lambda: driver.state is not State.RECONCILING, 10)
             listener.gate.set()
             await stopping
-        async with member(kafka, group) as check:
-            committed = {tp: await check.committed(tp) for tp in every}
+        committed = await committed_offsets(kafka, group, every)
     revokes = [(tps, outcome) for kind, tps, outcome in listener.calls if kind == "revoked"]
     assert [outcome for _, outcome in revokes] == ["ok", "ok"], listener.calls
     assert revokes[0][0] | revokes[1][0] == every and not revokes[0][0] & revokes[1][0]
@@ -311,19 +331,15 @@ async def test_a_leave_before_the_assign_step_revokes_only_what_was_handed_over(
     listener = PositionCommits(a)
     a.subscribe([topic_name], listener=listener)
     stopping: list[asyncio.Future[None]] = []
+
+    async def leave_first(effect: Effect) -> None:
+        if effect.kind is EffectKind.ASSIGN_STEP and not stopping:
+            stopping.append(asyncio.ensure_future(a.stop()))
+            await until(lambda: driver.state is not State.RECONCILING, 10)
+
     async with asyncio.timeout(60):
         await a.start()
-        driver = a.group_coordinator
-        assert isinstance(driver, ConsumerGroupDriver)
-        work_on = driver._work_on
-
-        async def leave_first(effect: Any) -> None:
-            if effect.kind is EffectKind.ASSIGN_STEP and not stopping:
-                stopping.append(asyncio.ensure_future(a.stop()))
-                await until(lambda: driver.state is not State.RECONCILING, 10)
-            await work_on(effect)
-
-        monkeypatch.setattr(driver, "_work_on", leave_first)
+        driver = before_each_effect(a, monkeypatch, leave_first)
         await until(lambda: bool(stopping), 30)
         await stopping[0]
     assert not [c for c in listener.calls if c[0] == "revoked"], listener.calls
