@@ -11,27 +11,14 @@ from typing import Any
 
 import pytest
 
-from aiokproto.consumer import CommitFailedError, Consumer, ConsumerRebalanceListener
+from aiokproto.consumer import CommitFailedError, Consumer
 from aiokproto.consumer.group import GroupCoordinator
 from aiokproto.consumer.group.state import State
 from aiokproto.producer import Producer
-from aiokproto.structs import OffsetAndMetadata, TopicPartition
+from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic
+from tests.consumer.lost_commit import HoldsTheLoss, record_commits
 from tests.consumer.test_group_guarantees import until
-
-
-class HoldsTheLoss(ConsumerRebalanceListener):
-    """on_partitions_lost waits for ``release``: the window the commit is issued in."""
-
-    def __init__(self) -> None:
-        self.lost: list[frozenset[TopicPartition]] = []
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def on_partitions_lost(self, lost: frozenset[TopicPartition]) -> None:
-        self.lost.append(lost)
-        self.entered.set()
-        await self.release.wait()
 
 
 def member(kafka: Any, topic: str, group: str, **options: Any) -> Consumer:
@@ -48,26 +35,6 @@ def member(kafka: Any, topic: str, group: str, **options: Any) -> Consumer:
         group_id=group,
         **{**defaults, **options},
     )
-
-
-def record_commits(
-    coordinator: GroupCoordinator, monkeypatch: Any
-) -> list[tuple[int, dict[TopicPartition, int]]]:
-    """Every OffsetCommit the member sends from now on: (generation, offsets)."""
-    real = coordinator._offsets.commit_once
-    sent: list[tuple[int, dict[TopicPartition, int]]] = []
-
-    async def spy(
-        offsets: dict[TopicPartition, OffsetAndMetadata],
-        generation: int,
-        member_id: str,
-        deadline: float,
-    ) -> dict[TopicPartition, int]:
-        sent.append((generation, {tp: om.offset for tp, om in offsets.items()}))
-        return await real(offsets, generation, member_id, deadline)
-
-    monkeypatch.setattr(coordinator._offsets, "commit_once", spy)
-    return sent
 
 
 @pytest.mark.parametrize("how", ["unknown member", "poll timeout"])

@@ -292,13 +292,22 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
                             f"{self.config.group_id!r} within {timeout:.1f} s"
                         )
                     continue
-                moved = sorted(tp for tp in offsets if tp not in self._allowed())
+                # a partition held when the commit began whose state changed since was
+                # taken (lost, or revoked) and handed back: its position belongs to the
+                # ownership that ended, and must not go out with a later epoch
+                held = self._sub.state_of
+                moved = sorted(
+                    tp
+                    for tp in offsets
+                    if tp not in self._allowed()
+                    or (states[tp] is not None and held(tp) is not states[tp])
+                )
                 if moved:
                     raise CommitFailedError(
                         f"commit failed: {names(moved)} are not assigned to this member of "
-                        f"group {self.config.group_id!r} (the group moved them, or they "
-                        "never were); records after the last committed offset may be "
-                        "consumed again"
+                        f"group {self.config.group_id!r} (the group moved them, or took them "
+                        "while this commit waited, or they never were); records after the "
+                        "last committed offset may be consumed again"
                     )
                 epoch, member_id = m.epoch, m.member_id
             else:
