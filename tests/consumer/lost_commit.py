@@ -1,13 +1,16 @@
-"""What the lost-partition commit tests share (classic and KIP-848 groups): a listener
-that holds on_partitions_lost open, and a spy on the member's OffsetCommits."""
+"""What the lost-partition commit tests share (classic and KIP-848 groups): a topic of
+40 records read in steps, a listener that holds on_partitions_lost open, and a spy on
+the member's OffsetCommits."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from aiokproto.consumer import ConsumerRebalanceListener
+from aiokproto.consumer import Consumer, ConsumerRebalanceListener
+from aiokproto.producer import Producer
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
+from tests.consumer.conftest import create_topic
 
 
 class HoldsTheLoss(ConsumerRebalanceListener):
@@ -41,3 +44,19 @@ def record_commits(member: Any, monkeypatch: Any) -> list[tuple[int, dict[TopicP
 
     monkeypatch.setattr(member._offsets, "commit_once", spy)
     return sent
+
+
+async def forty_records(bootstrap: str, topic: str) -> TopicPartition:
+    """A new one-partition topic holding 40 records; its partition."""
+    await create_topic(bootstrap, topic, partitions=1)
+    async with Producer(bootstrap_servers=bootstrap) as p:
+        await p.send_batch(topic, [b"%d" % i for i in range(40)], partition=0)
+    return TopicPartition(topic, 0)
+
+
+async def read(consumer: Consumer, count: int) -> None:
+    """Poll until ``count`` records came (at most that many)."""
+    got = 0
+    while got < count:
+        batch = await consumer.getmany(timeout_ms=500, max_records=count - got)
+        got += sum(len(records) for records in batch.values())

@@ -14,10 +14,7 @@ import pytest
 from aiokproto.consumer import CommitFailedError, Consumer
 from aiokproto.consumer.group import GroupCoordinator
 from aiokproto.consumer.group.state import State
-from aiokproto.producer import Producer
-from aiokproto.structs import TopicPartition
-from tests.consumer.conftest import create_topic
-from tests.consumer.lost_commit import HoldsTheLoss, record_commits
+from tests.consumer.lost_commit import HoldsTheLoss, forty_records, read, record_commits
 from tests.consumer.test_group_guarantees import until
 
 
@@ -49,10 +46,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
     # back; that commit must fail, not go out as 20 in the new generation. With
     # "unknown member", b owns the partition in between, consumes to 40 and commits:
     # a stale 20 would take b's progress back (records 20-39 read twice).
-    await create_topic(kafka.bootstrap_servers, topic_name, partitions=1)
-    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as p:
-        await p.send_batch(topic_name, [b"%d" % i for i in range(40)], partition=0)
-    tp = TopicPartition(topic_name, 0)
+    tp = await forty_records(kafka.bootstrap_servers, topic_name)
     group = f"g-{topic_name}"
     extra: dict[str, Any] = {"max_poll_interval_ms": 3000} if how == "poll timeout" else {}
     a = member(kafka, topic_name, group, **extra)
@@ -62,10 +56,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
         async with a:
             coordinator = a.group_coordinator
             assert isinstance(coordinator, GroupCoordinator)
-            got = 0
-            while got < 20:
-                batch = await a.getmany(timeout_ms=500, max_records=20 - got)
-                got += sum(len(records) for records in batch.values())
+            await read(a, 20)
             await a.commit({tp: 10})
             generation = coordinator.generation_id
             sent = record_commits(coordinator, monkeypatch)
@@ -92,10 +83,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
             if how == "unknown member":
                 b = member(kafka, topic_name, group)
                 async with b:
-                    taken = 0
-                    while taken < 30:  # from the committed 10 to the end
-                        batch = await b.getmany(timeout_ms=500)
-                        taken += sum(len(records) for records in batch.values())
+                    await read(b, 30)  # from the committed 10 to the end
                     await b.commit()
                 progress = 40
             listener.release.set()

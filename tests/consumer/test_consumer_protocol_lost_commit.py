@@ -18,11 +18,10 @@ from aiokproto.consumer import CommitFailedError, Consumer
 from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
 from aiokproto.consumer.group.membership import State
 from aiokproto.errors import FencedMemberEpochError, KafkaConnectionError, UnknownMemberIdError
-from aiokproto.producer import Producer
 from aiokproto.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
-from tests.consumer.conftest import create_topic, set_group_timeouts
-from tests.consumer.lost_commit import HoldsTheLoss, record_commits
+from tests.consumer.conftest import set_group_timeouts
+from tests.consumer.lost_commit import HoldsTheLoss, forty_records, read, record_commits
 from tests.consumer.test_group_guarantees import until
 
 
@@ -88,10 +87,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
     # "unknown member" and "poll timeout" the broker no longer counts a as a member, so
     # b owns the partition in between, consumes to 40 and commits: a stale 20 would take
     # b's progress back (records 20-39 read twice).
-    await create_topic(kafka.bootstrap_servers, topic_name, partitions=1)
-    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as p:
-        await p.send_batch(topic_name, [b"%d" % i for i in range(40)], partition=0)
-    tp = TopicPartition(topic_name, 0)
+    tp = await forty_records(kafka.bootstrap_servers, topic_name)
     group = f"g-{topic_name}"
     # heartbeats every 500 ms (the broker's default is 5 s)
     await set_group_timeouts(kafka.bootstrap_servers, group, session_ms=20_000, heartbeat_ms=500)
@@ -103,10 +99,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
         async with a:
             driver = a.group_coordinator
             assert isinstance(driver, ConsumerGroupDriver)
-            got = 0
-            while got < 20:
-                batch = await a.getmany(timeout_ms=500, max_records=20 - got)
-                got += sum(len(records) for records in batch.values())
+            await read(a, 20)
             await a.commit({tp: 10})
             epoch = driver.member_epoch
             reconciliations = driver.reconciliations
@@ -142,10 +135,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
             if how != "fenced epoch":
                 b = member(kafka, topic_name, group)
                 async with b:
-                    taken = 0
-                    while taken < 30:  # from the committed 10 to the end
-                        batch = await b.getmany(timeout_ms=500)
-                        taken += sum(len(records) for records in batch.values())
+                    await read(b, 30)  # from the committed 10 to the end
                     await b.commit()
                 progress = 40
             listener.release.set()
@@ -194,10 +184,7 @@ async def test_a_commit_retried_across_a_loss_fails_and_is_never_sent_later(
     # answered UNKNOWN_MEMBER_ID), a loses the partition, b takes it, consumes to 40,
     # commits and leaves, and a's rejoin gives a the partition back. The retry must
     # fail: sent with the new member epoch, 20 would take b's progress back.
-    await create_topic(kafka.bootstrap_servers, topic_name, partitions=1)
-    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as p:
-        await p.send_batch(topic_name, [b"%d" % i for i in range(40)], partition=0)
-    tp = TopicPartition(topic_name, 0)
+    tp = await forty_records(kafka.bootstrap_servers, topic_name)
     group = f"g-{topic_name}"
     await set_group_timeouts(kafka.bootstrap_servers, group, session_ms=20_000, heartbeat_ms=500)
     a = member(kafka, topic_name, group)
@@ -207,10 +194,7 @@ async def test_a_commit_retried_across_a_loss_fails_and_is_never_sent_later(
         async with a:
             driver = a.group_coordinator
             assert isinstance(driver, ConsumerGroupDriver)
-            got = 0
-            while got < 20:
-                batch = await a.getmany(timeout_ms=500, max_records=20 - got)
-                got += sum(len(records) for records in batch.values())
+            await read(a, 20)
             await a.commit({tp: 10})
             epoch = driver.member_epoch
             reconciliations = driver.reconciliations
@@ -252,10 +236,7 @@ async def test_a_commit_retried_across_a_loss_fails_and_is_never_sent_later(
             assert listener.lost == [frozenset({tp})]
             b = member(kafka, topic_name, group)
             async with b:
-                taken = 0
-                while taken < 30:  # from the committed 10 to the end
-                    batch = await b.getmany(timeout_ms=500)
-                    taken += sum(len(records) for records in batch.values())
+                await read(b, 30)  # from the committed 10 to the end
                 await b.commit()
             listener.release.set()
             # the rejoin gives a the same partition back (the loop keeps polling)
