@@ -16,6 +16,7 @@ from aiokproto.consumer.group.membership import Effect, EffectKind, State
 from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic
+from tests.consumer.lost_commit import forty_records, read
 from tests.consumer.test_group_guarantees import (
     Listener,
     Timeline,
@@ -481,3 +482,35 @@ async def test_three_members_over_twelve_partitions_move_only_what_must_move(
     timeline.check()
     handed = [(tp, offset) for _, _, tp, offset in timeline.handed]
     assert len(handed) == len(set(handed)), "a record was handed out twice"
+
+
+async def test_a_subscribe_right_after_unsubscribe_keeps_no_released_partition(
+    kafka: Any, topic_name: str, monkeypatch: Any
+) -> None:
+    # unsubscribe() starts the leave and flags the partition revoking; a subscribe()
+    # right after keeps the subscription, so the leave must drop what it released.
+    # Otherwise the flagged state stayed, and a rejoin handing back the same set (an
+    # unchanged assignment keeps its states) left the partition never fetched again.
+    tp = await forty_records(kafka.bootstrap_servers, topic_name)
+    a = member(kafka, f"g-{topic_name}", enable_auto_commit=False)
+    a.subscribe([topic_name])
+    released = [False]
+    at_rejoin: list[bool | None] = []  # the old state's revoking flag when it rejoins
+
+    async def watch(effect: Effect) -> None:
+        if effect.kind is EffectKind.REVOKE:
+            released[0] = True
+        elif effect.kind is EffectKind.ASSIGN_STEP and released[0] and not at_rejoin:
+            state = a._subs.state_of(tp)
+            at_rejoin.append(None if state is None else state.revoking)
+
+    async with asyncio.timeout(60):
+        async with a:
+            before_each_effect(a, monkeypatch, watch)
+            await read(a, 10)
+            await a.commit()
+            left = a.unsubscribe()
+            a.subscribe([topic_name])
+            await left
+            await read(a, 30)  # the rest comes, from the committed 10
+    assert at_rejoin == [None], at_rejoin

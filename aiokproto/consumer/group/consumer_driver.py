@@ -755,6 +755,11 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
                     await self._commit_before_revoke(held, self._final)
                     await self._call_listener("on_partitions_revoked", held)
             finally:
+                if ours:
+                    # released: a subscribe() right after unsubscribe() must not keep
+                    # them, flagged revoking (never fetched again), for a rejoin that
+                    # hands back the same set (an unchanged assignment keeps states)
+                    sub.set_group_assignment(sub.assigned() - held)
                 self._revoking = None
                 self._notify()
             self._post(_Item(Event.RELEASED))
