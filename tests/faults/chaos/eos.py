@@ -27,21 +27,39 @@ from aiokproto.structs import TopicPartition
 ROOT = Path(__file__).resolve().parents[3]
 
 
+#: how long read_committed waits for the markers of transactions already committed
+MARKERS_WAIT_S = 30.0
+
+
 async def read_committed(
     bootstrap: str, topic: str, partitions: int, timeout_s: float
 ) -> dict[int, list[tuple[int, bytes | None, bytes]]]:
     """``{partition: [(offset, key, value), ...]}`` of every committed record, read with
     aiokproto's consumer at ``isolation_level="read_committed"`` from the log start up to
-    the last stable offset as of the call."""
+    the last stable offset, once it reaches the high watermark (at most
+    ``MARKERS_WAIT_S``; after that, as it is then).
+
+    ``commit_transaction()`` returns when the coordinator has logged the commit; the
+    markers that make its records readable are written to the partitions after that.
+    Taking the last stable offset at once missed a just-committed transaction when the
+    markers were late (a loaded machine, a coordinator restarted just before)."""
     out: dict[int, list[tuple[int, bytes | None, bytes]]] = {p: [] for p in range(partitions)}
-    async with Consumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", max_poll_records=10_000
-    ) as consumer:
+    async with (
+        Consumer(
+            bootstrap_servers=bootstrap, isolation_level="read_committed", max_poll_records=10_000
+        ) as consumer,
+        Consumer(bootstrap_servers=bootstrap) as uncommitted,
+    ):
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
         deadline = time.monotonic() + timeout_s
+        settle = time.monotonic() + min(MARKERS_WAIT_S, timeout_s / 2)
+        while True:
+            ends = await consumer.end_offsets(tps)
+            if ends == await uncommitted.end_offsets(tps) or time.monotonic() >= settle:
+                break
+            await asyncio.sleep(0.2)
         while True:
             behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
             if not behind:
