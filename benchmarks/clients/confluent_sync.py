@@ -72,8 +72,9 @@ def assignment(job: Job) -> list[TopicPartition]:
 class Remaining:
     """How many messages a consume() call asks for. librdkafka's
     ``consume(num_messages=n, timeout=t)`` returns once n messages are there or t is
-    over: asking a full 10,000 when fewer are left sat out the whole 0.5 s timeout at
-    the end of most runs, which cut the measured rate to about 120,000/s."""
+    over: asking a full 10,000 when fewer are left sits out the whole 0.5 s timeout at
+    the end of a run (the mid-run stalls were fetch.queue.backoff.ms, see
+    ``consumer_config``)."""
 
     def __init__(self, total: int, cap: int = 10_000) -> None:
         self.left = total

@@ -1,5 +1,5 @@
 """What the lost-partition commit tests share (classic and KIP-848 groups): a topic of
-40 records read in steps, a listener that holds on_partitions_lost open, and a spy on
+40 records, a listener that holds on_partitions_lost open, and a spy on
 the member's OffsetCommits."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiokproto.consumer import Consumer, ConsumerRebalanceListener
+from aiokproto.consumer import ConsumerRebalanceListener
 from aiokproto.producer import Producer
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 from tests.consumer.conftest import create_topic
@@ -52,11 +52,3 @@ async def forty_records(bootstrap: str, topic: str) -> TopicPartition:
     async with Producer(bootstrap_servers=bootstrap) as p:
         await p.send_batch(topic, [b"%d" % i for i in range(40)], partition=0)
     return TopicPartition(topic, 0)
-
-
-async def read(consumer: Consumer, count: int) -> None:
-    """Poll until ``count`` records came (at most that many)."""
-    got = 0
-    while got < count:
-        batch = await consumer.getmany(timeout_ms=500, max_records=count - got)
-        got += sum(len(records) for records in batch.values())

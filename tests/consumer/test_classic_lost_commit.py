@@ -14,7 +14,8 @@ import pytest
 from aiokproto.consumer import CommitFailedError, Consumer
 from aiokproto.consumer.group import GroupCoordinator
 from aiokproto.consumer.group.state import State
-from tests.consumer.lost_commit import HoldsTheLoss, forty_records, read, record_commits
+from tests.consumer.lost_commit import HoldsTheLoss, forty_records, record_commits
+from tests.consumer.test_consume_group_e2e import take
 from tests.consumer.test_group_guarantees import until
 
 
@@ -56,7 +57,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
         async with a:
             coordinator = a.group_coordinator
             assert isinstance(coordinator, GroupCoordinator)
-            await read(a, 20)
+            await take(a, 20)
             await a.commit({tp: 10})
             generation = coordinator.generation_id
             sent = record_commits(coordinator, monkeypatch)
@@ -83,7 +84,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
             if how == "unknown member":
                 b = member(kafka, topic_name, group)
                 async with b:
-                    await read(b, 30)  # from the committed 10 to the end
+                    await take(b, 30)  # from the committed 10 to the end
                     await b.commit()
                 progress = 40
             listener.release.set()

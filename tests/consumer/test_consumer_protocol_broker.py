@@ -16,7 +16,8 @@ from aiokproto.consumer.group.membership import Effect, EffectKind, State
 from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic
-from tests.consumer.lost_commit import forty_records, read
+from tests.consumer.lost_commit import forty_records
+from tests.consumer.test_consume_group_e2e import take
 from tests.consumer.test_group_guarantees import (
     Listener,
     Timeline,
@@ -507,10 +508,10 @@ async def test_a_subscribe_right_after_unsubscribe_keeps_no_released_partition(
     async with asyncio.timeout(60):
         async with a:
             before_each_effect(a, monkeypatch, watch)
-            await read(a, 10)
+            await take(a, 10)
             await a.commit()
             left = a.unsubscribe()
             a.subscribe([topic_name])
             await left
-            await read(a, 30)  # the rest comes, from the committed 10
+            await take(a, 30)  # the rest comes, from the committed 10
     assert at_rejoin == [None], at_rejoin

@@ -21,7 +21,8 @@ from aiokproto.errors import FencedMemberEpochError, KafkaConnectionError, Unkno
 from aiokproto.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 from tests.consumer.conftest import set_group_timeouts
-from tests.consumer.lost_commit import HoldsTheLoss, forty_records, read, record_commits
+from tests.consumer.lost_commit import HoldsTheLoss, forty_records, record_commits
+from tests.consumer.test_consume_group_e2e import take
 from tests.consumer.test_group_guarantees import until
 
 
@@ -99,7 +100,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
         async with a:
             driver = a.group_coordinator
             assert isinstance(driver, ConsumerGroupDriver)
-            await read(a, 20)
+            await take(a, 20)
             await a.commit({tp: 10})
             epoch = driver.member_epoch
             reconciliations = driver.reconciliations
@@ -135,7 +136,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
             if how != "fenced epoch":
                 b = member(kafka, topic_name, group)
                 async with b:
-                    await read(b, 30)  # from the committed 10 to the end
+                    await take(b, 30)  # from the committed 10 to the end
                     await b.commit()
                 progress = 40
             listener.release.set()
@@ -194,7 +195,7 @@ async def test_a_commit_retried_across_a_loss_fails_and_is_never_sent_later(
         async with a:
             driver = a.group_coordinator
             assert isinstance(driver, ConsumerGroupDriver)
-            await read(a, 20)
+            await take(a, 20)
             await a.commit({tp: 10})
             epoch = driver.member_epoch
             reconciliations = driver.reconciliations
@@ -236,7 +237,7 @@ async def test_a_commit_retried_across_a_loss_fails_and_is_never_sent_later(
             assert listener.lost == [frozenset({tp})]
             b = member(kafka, topic_name, group)
             async with b:
-                await read(b, 30)  # from the committed 10 to the end
+                await take(b, 30)  # from the committed 10 to the end
                 await b.commit()
             listener.release.set()
             # the rejoin gives a the same partition back (the loop keeps polling)
