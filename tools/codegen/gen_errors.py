@@ -1,7 +1,7 @@
 """Generate ``aiokproto/errors.py`` from Kafka's error-code table.
 
 Run through ``python -m tools.codegen`` (see ``__main__.py``); the table is the copy
-kept in ``aiokproto/protocol/specs/errors.tsv`` so the build needs nothing outside
+kept in ``tools/codegen/specs/errors.tsv`` so the build needs nothing outside
 the repository.
 """
 
