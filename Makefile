@@ -1,5 +1,7 @@
 # aiokproto: every target installs what it needs; nothing relies on state left on
-# the machine except the caches under .venv/ and .cache/ that these rules create.
+# the machine except the caches under .venv/ and .cache/ that these rules create, and
+# the Kafka jars in the user cache dir (~/.cache/aiokproto, or $AIOKPROTO_CACHE_DIR:
+# aiokproto.testing.jars), which survives fresh clones so CI downloads them once.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -229,8 +231,10 @@ ROWS ?= 20000000
 bench-spark-cluster: venv jars
 	$(PY) -m benchmarks.spark_cluster_bench --rows $(ROWS)
 
-broker: venv jars
-	$(PY) -m aiokproto.testing broker start --version $(KAFKA_VERSION)
+# on 127.0.0.1:9092 if free, PLAINTEXT only (BROKER_ARGS="--listeners all" adds SASL/SSL)
+BROKER_ARGS ?=
+broker: venv
+	$(PY) -m aiokproto.testing broker start --version $(KAFKA_VERSION) $(BROKER_ARGS)
 
 broker-stop: venv
 	$(PY) -m aiokproto.testing broker stop

@@ -3,7 +3,7 @@
 ``ProducerPerformance`` and ``ConsumerPerformance`` from ``org.apache.kafka:kafka-tools``
 are the broker's ceiling on this machine. The classpath is resolved from Maven Central
 the way ``aiokproto.testing.jars`` resolves the broker (a POM in ``benchmarks/poms/``, a
-private local repository and a libs dir under ``.cache/aiokproto/``); the parsers turn
+private local repository and a libs dir in its cache dir, ``default_cache_dir()``); the parsers turn
 the tools' last summary line into numbers and are pure.
 """
 

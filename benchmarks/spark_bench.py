@@ -3,7 +3,7 @@
 Writes N records of 100 B into a fresh topic, then counts them through a DataFrame
 with ``format("aiokproto")`` and with ``format("kafka")`` (Spark's
 ``spark-sql-kafka-0-10_2.13``, resolved from Maven Central with Maven into
-``.cache/aiokproto/spark-kafka-<version>/`` and passed with ``spark.jars``), in one
+``<cache dir>/spark-kafka-<version>/`` and passed with ``spark.jars``), in one
 SparkSession, interleaved, after a warm-up read of each. Every count is checked.
 Reports rows/s (best of ``--runs``). Also measures, without Spark's JVM, the Python
 cost our reader saves by yielding Arrow batches instead of tuples.

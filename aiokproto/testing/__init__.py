@@ -1,7 +1,8 @@
 """A real local Apache Kafka (KRaft) for aiokproto's tests, examples and benchmarks.
 
-``LocalKafka`` runs brokers from jars resolved from Maven Central into
-``.cache/aiokproto``; ``kafka_for_tests`` picks an external cluster, local jars or
+``LocalKafka`` runs brokers from jars resolved from Maven Central into the user cache
+directory (``default_cache_dir()``: ``$AIOKPROTO_CACHE_DIR``, else
+``~/.cache/aiokproto``); ``kafka_for_tests`` picks an external cluster, local jars or
 testcontainers; ``aiokproto.testing.pytest_plugin`` provides pytest fixtures.
 """
 

@@ -45,7 +45,7 @@ def generate_tls_files(directory: Path, hostname: str = "localhost") -> TlsFiles
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise KafkaHarnessError(
-            "SSL listeners need the 'cryptography' package (pip install 'aiokproto[test]')"
+            "SSL listeners need the 'cryptography' package (pip install cryptography)"
         ) from exc
 
     directory.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Kafka broker jars: resolved once from Maven Central into a project-local cache."""
+"""Kafka broker jars: resolved once from Maven Central into the user's cache directory."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,9 +26,23 @@ _LOCK_TIMEOUT_S = 960.0
 
 
 def default_cache_dir() -> Path:
-    """``$AIOKPROTO_CACHE_DIR`` if set, else ``<cwd>/.cache/aiokproto``."""
+    """Where jars and the CLI broker's data live: ``$AIOKPROTO_CACHE_DIR`` if set, else
+    the user cache directory (``$XDG_CACHE_HOME/aiokproto`` or ``~/.cache/aiokproto``;
+    ``~/Library/Caches/aiokproto`` on macOS).
+
+    Per user, not per directory: one download serves every project and checkout on the
+    machine, and survives between test runs there (a fresh clone on CI included).
+    """
     env = os.environ.get("AIOKPROTO_CACHE_DIR")
-    return Path(env) if env else Path.cwd() / ".cache" / "aiokproto"
+    if env:
+        return Path(env)
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "aiokproto"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    # the XDG spec: a relative path is invalid and must be ignored
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "aiokproto"
+    return Path.home() / ".cache" / "aiokproto"
 
 
 def check_version(version: str) -> str:
@@ -89,10 +104,11 @@ def resolve_pom(
 
     Uses ``mvn dependency:copy-dependencies`` with a private local repository under the
     cache dir (shared by every POM, so common jars download once), so nothing outside
-    the project directory is touched. A marker records the jars of the last success and
-    a digest of the POM, arguments and settings; a change resolves again. Safe to call
-    from several processes at once (a file lock serialises resolution). ``expect`` is
-    the file-name prefix of a jar that must be among the results.
+    the cache dir is touched (not the user's ``~/.m2``). A marker records the jars of
+    the last success and a digest of the POM, arguments and settings; a change resolves
+    again. Safe to call from several processes at once (a file lock serialises
+    resolution). ``expect`` is the file-name prefix of a jar that must be among the
+    results.
     """
     cache = cache_dir or default_cache_dir()
     libs = cache / name / "libs"

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import importlib.util
+import io
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from aiokproto.testing import default_cache_dir, metadata, resolve_jars
+from aiokproto.testing import PLAINTEXT_ONLY, cli, default_cache_dir, metadata, resolve_jars
+from aiokproto.testing.cli import DEFAULT_PORT, parse_listeners, port_free
 from aiokproto.testing.discovery import local_jars_possible
 from aiokproto.testing.processes import pid_alive
 
@@ -36,16 +42,31 @@ def test_broker_start_status_stop(tmp_path: Path) -> None:
     assert default_cache_dir() != tmp_path
 
     assert _cli(env, "broker", "status").returncode == 1
-    started = _cli(env, "broker", "start", "--plaintext-only")
+    # 9092 held (by this test if nobody else holds it): the broker takes another port
+    # and says so, rather than failing or taking a port the examples do not use
+    with contextlib.ExitStack() as stack:
+        if port_free(DEFAULT_PORT):
+            holder = stack.enter_context(socket.socket())
+            holder.bind(("127.0.0.1", DEFAULT_PORT))
+            holder.listen()
+        started = _cli(env, "broker", "start")
     assert started.returncode == 0, started.stderr
     bootstrap = started.stdout.strip()
     state = json.loads((tmp_path / "broker-run" / "state.json").read_text())
     try:
+        assert f"port {DEFAULT_PORT} is taken" in started.stderr
+        assert bootstrap != f"127.0.0.1:{DEFAULT_PORT}"
+        assert f"bootstrap servers: {bootstrap}" in started.stderr
+        assert f"data and log: {tmp_path / 'broker-run'}" in started.stderr
+        assert "stop it with: python -m aiokproto.testing broker stop" in started.stderr
+        assert "Downloading" not in started.stderr  # the jars were cached
         assert state["bootstrap_servers"] == bootstrap
+        assert list(state["listeners"]) == ["PLAINTEXT"]  # no extra unless asked
         host, port = bootstrap.rsplit(":", 1)
         assert metadata(host, int(port)).broker_ids == {1}
         again = _cli(env, "broker", "start")
         assert again.returncode == 0 and again.stdout.strip() == bootstrap
+        assert "already running" in again.stderr
         status = _cli(env, "broker", "status", "--bootstrap")
         assert status.returncode == 0 and status.stdout.strip() == bootstrap
     finally:
@@ -53,6 +74,83 @@ def test_broker_start_status_stop(tmp_path: Path) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert not pid_alive(state["pid"])
     assert _cli(env, "broker", "status").returncode == 1
+
+
+def test_the_cache_is_the_users_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AIOKPROTO_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "aiokproto"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "aiokproto"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # invalid per the XDG spec
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "aiokproto"
+    monkeypatch.setenv("AIOKPROTO_CACHE_DIR", str(tmp_path / "mine"))
+    assert default_cache_dir() == tmp_path / "mine"
+
+
+def test_listeners_option() -> None:
+    assert parse_listeners("") == PLAINTEXT_ONLY
+    assert parse_listeners("all").protocols == ("SASL_PLAINTEXT", "SSL", "SASL_SSL")
+    assert parse_listeners("ssl").protocols == ("SSL",)
+    assert not parse_listeners("SASL_PLAINTEXT").needs_tls
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown listener TLS"):
+        parse_listeners("TLS")
+    usage = _cli(dict(os.environ), "broker", "start", "--listeners", "TLS")
+    assert usage.returncode == 2 and "unknown listener TLS" in usage.stderr
+
+
+def _start_in(tmp_path: Path, *args: str) -> tuple[int, str]:
+    """``broker start`` in-process with an empty cache dir; any download is an error."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["broker", "start", *args])
+    assert not (tmp_path / "m2").exists() and not (tmp_path / "kafka-4.3.1").exists()
+    return code, err.getvalue()
+
+
+@pytest.fixture
+def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AIOKPROTO_CACHE_DIR", str(tmp_path))
+
+    def no_download(*args: object, **kwargs: object) -> Path:
+        raise AssertionError("downloaded before checking its tools")
+
+    monkeypatch.setattr(cli, "resolve_jars", no_download)
+    monkeypatch.setattr(cli, "port_free", lambda port: True)
+    return tmp_path
+
+
+def test_ssl_without_cryptography_is_named_before_any_download(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "cryptography" else real(name, *a),
+    )
+    code, err = _start_in(empty_cache, "--listeners", "all")
+    assert code == 2
+    assert "need the 'cryptography' package" in err and "pip install cryptography" in err
+    assert "Downloading" not in err
+
+
+def test_missing_java_or_maven_fails_at_once(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "find_java", lambda: None)
+    code, err = _start_in(empty_cache)
+    assert code == 2 and "Java is not on PATH" in err and "Java 17+" in err
+
+    monkeypatch.setattr(cli, "find_java", lambda: "/usr/bin/java")
+    monkeypatch.setattr(cli, "tool_on_path", lambda name: None)
+    code, err = _start_in(empty_cache)
+    assert code == 2 and "Maven ('mvn') is not on PATH" in err and "apt-get install maven" in err
+    assert "Downloading" not in err
 
 
 def test_resolve_reports_the_libs_dir() -> None:
