@@ -14,6 +14,7 @@ import logging
 import random
 from typing import Any
 
+from aiokproto import accel
 from aiokproto.cluster.backoff import Backoff
 from aiokproto.cluster.coordinators import CoordinatorCache
 from aiokproto.cluster.metadata import MetadataCache
@@ -33,6 +34,7 @@ class ClusterClient:
     """Connections and metadata for one Kafka cluster; an async context manager."""
 
     def __init__(self, config: ClientConfig, metrics: ConnectionMetrics | None = None) -> None:
+        accel.warn_if_pure_python()  # every client makes one: the first says it, once
         self._metrics = metrics
         self.config = config
         self._conn_config = config.connection
