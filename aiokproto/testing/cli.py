@@ -222,7 +222,6 @@ def cmd_start(args: argparse.Namespace) -> int:
         return 0
     security: SecurityOptions = args.listeners
     check_tools(security)
-    ensure_jars(args.version)
     port: int | None = args.port
     if port is None:
         port = DEFAULT_PORT if port_free(DEFAULT_PORT) else 0
@@ -230,6 +229,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             _say(f"port {DEFAULT_PORT} is taken (another Kafka?); using a free port instead")
     elif port and not port_free(port):
         raise KafkaHarnessError(f"port {port} is taken; choose another --port (0: any free)")
+    ensure_jars(args.version)
     directory = run_dir()
     if directory.exists():
         shutil.rmtree(directory)

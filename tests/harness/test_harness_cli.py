@@ -159,3 +159,18 @@ def test_resolve_reports_the_libs_dir() -> None:
     out = _cli(dict(os.environ), "resolve", "--version", "3.9.1")
     assert out.returncode == 0, out.stderr
     assert "kafka-3.9.1/libs" in out.stdout
+
+
+def test_a_taken_port_asked_for_fails_before_any_download(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.undo()  # the real port check; then the empty cache and no download again
+    monkeypatch.setenv("AIOKPROTO_CACHE_DIR", str(empty_cache))
+    monkeypatch.setattr(cli, "ensure_jars", lambda version: pytest.fail("downloaded"))
+    monkeypatch.setattr(cli, "find_java", lambda: "/usr/bin/java")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code, err = _start_in(empty_cache, "--port", str(port))
+    assert code == 2 and f"port {port} is taken" in err
