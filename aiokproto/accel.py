@@ -49,8 +49,8 @@ _warned = False
 
 PURE_PYTHON_WARNING = (
     "aiokproto runs without its compiled record codec (%s), so producing and consuming "
-    "take about 2-3x the CPU (benchmarks: 271,000 vs 627,000 records/s produced, 472,000 "
-    "vs 1,480,000 consumed). It is built at install time when a C compiler is present: "
+    "are 2-3x slower (see the README's benchmarks). It is built at install time when a "
+    "C compiler is present: "
     "install one and the Python headers (e.g. 'apt-get install gcc python3-dev'), then "
     "'pip install --force-reinstall --no-deps --no-cache-dir aiokproto'. Set "
     f"{ENV_VAR}=1 to choose pure Python and silence this."
