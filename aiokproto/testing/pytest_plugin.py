@@ -15,6 +15,10 @@ Fixtures (all brokers start lazily, on first use, and live for the session):
 
 ``--event-loop uvloop`` (or ``$AIOKPROTO_EVENT_LOOP=uvloop``) runs every async test on
 uvloop instead of asyncio's own loop; ``event_loop_name`` tells a test which one.
+
+Local brokers run from jars in the user cache dir (``default_cache_dir()``:
+``$AIOKPROTO_CACHE_DIR``, else ``~/.cache/aiokproto``), fetched by Maven the first time:
+a fresh clone of a project on the same machine (CI's included) reuses them.
 """
 
 from __future__ import annotations
