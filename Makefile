@@ -270,7 +270,7 @@ dist: $(DIST_VENV)/.installed
 		echo "== wheel for Python $$v ($$py)"; \
 		$$py -m pip wheel -q --no-deps -w build/dist-raw/$$v dist/aiokproto-*.tar.gz; \
 		wheel=$$(ls build/dist-raw/$$v/aiokproto-*.whl); \
-		unzip -l $$wheel | grep -q 'aiokproto/_accel\..*\.so' \
+		$(DIST_VENV)/bin/python -c 'import sys, zipfile; sys.exit(not any(n.startswith("aiokproto/_accel.") and n.endswith(".so") for n in zipfile.ZipFile(sys.argv[1]).namelist()))' $$wheel \
 			|| { echo "$$wheel has no compiled codec (is a C compiler there?)" >&2; exit 1; }; \
 		PATH=$(CURDIR)/$(DIST_VENV)/bin:$$PATH $(DIST_VENV)/bin/auditwheel repair -w dist $$wheel; \
 	done
