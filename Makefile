@@ -26,7 +26,7 @@ help:
 	@echo "make bench-spark-cluster ROWS=N - Spark source/sink vs Spark's Kafka connector, standalone cluster"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make bench-share - ShareConsumer vs Kafka's Java share consumer, one local broker"
-	@echo "make broker / broker-stop - keep a local single-node Kafka running"
+	@echo "make broker / broker-stop - keep a local single-node Kafka running (127.0.0.1:9092 if free)"
 	@echo "make docs    - build the documentation site into site/ (mkdocs --strict)"
 	@echo "make dist    - sdist + manylinux wheels for CPython 3.11-3.13 in dist/, twine-checked,"
 	@echo "               each installed into a fresh venv and run against a local Kafka"
