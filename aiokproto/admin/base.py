@@ -10,8 +10,9 @@ import dataclasses
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
+import aiokproto.options
 from aiokproto.admin._batch import run_batch
 from aiokproto.admin.errors import AdminBatchError
 from aiokproto.admin.types import AclOperation, TopicPartition
@@ -71,7 +72,9 @@ def _wire_epoch(epoch: int | None) -> int:
 class AdminBase:
     """Lifecycle and request routing shared by the Admin mixins."""
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, **options: Unpack[aiokproto.options.AdminOptions]) -> None:
+        """Check every option now (``KafkaConfigError`` names a wrong one); connect on
+        ``start()`` or ``async with``."""
         config, _ = split_options(options, (), "Admin")
         # Admin lookups of a topic must never create it.
         self.config: ClientConfig = dataclasses.replace(config, allow_auto_create_topics=False)
