@@ -173,7 +173,8 @@ class SerializerOptions(TypedDict, total=False):
 
 
 class ProducerOptions(ClientOptions, total=False):
-    """``Producer``'s options (with ``key_serializer`` and ``value_serializer``)."""
+    """``Producer``'s options; ``key_serializer`` and ``value_serializer`` are keyword
+    parameters of their own (``SerializerOptions`` documents them)."""
 
     acks: Literal[0, 1, -1, "all", "0", "1", "-1"]
     """Which replicas must have a batch before it counts as delivered: ``0`` none (no
@@ -310,7 +311,8 @@ class GroupOptions(TypedDict, total=False):
 
 
 class ConsumerOptions(ClientOptions, GroupOptions, total=False):
-    """``Consumer``'s options (with ``key_deserializer`` and ``value_deserializer``)."""
+    """``Consumer``'s options; ``key_deserializer`` and ``value_deserializer`` are
+    keyword parameters of their own (``DeserializerOptions`` documents them)."""
 
     group_id: str | None
     """The consumer group to join; ``None`` reads without a group (no commits, and a
@@ -353,8 +355,8 @@ class ConsumerOptions(ClientOptions, GroupOptions, total=False):
 
 
 class ShareConsumerOptions(ClientOptions, total=False):
-    """``ShareConsumer``'s options (with ``key_deserializer`` and
-    ``value_deserializer``)."""
+    """``ShareConsumer``'s options; ``key_deserializer`` and ``value_deserializer`` are
+    keyword parameters of their own (``DeserializerOptions`` documents them)."""
 
     group_id: Required[str]
     """The share group to join. Required."""

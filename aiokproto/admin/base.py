@@ -105,6 +105,7 @@ class AdminBase:
         await self._telemetry.start()
 
     async def close(self) -> None:
+        """Close the connections, after pushing the last client metrics (KIP-714)."""
         client, self._client = self._client, None
         if client is not None:
             if self._telemetry is not None:
@@ -112,6 +113,7 @@ class AdminBase:
             await client.close()
 
     stop = close
+    """The same as ``close()`` (the name the Producer and Consumer use)."""
 
     def metrics(self) -> MetricsSnapshot:
         """The admin client's metrics now, under Java's names (``admin-client-metrics``:

@@ -345,6 +345,7 @@ class Consumer(Generic[K, V]):
         await asyncio.shield(task)
 
     close = stop
+    """The same as ``stop()``, under the name other clients use."""
 
     async def _shutdown(self, timeout_ms: int | None = None) -> None:
         follower, self._follower = self._follower, None

@@ -514,6 +514,7 @@ class Producer(Generic[SK, SV]):
             await client.close()
 
     close = stop
+    """The same as ``stop()``, under the name other clients use."""
 
     def _check_running(self) -> NoReturn:
         if self._sender is not None and self._sender.fatal is not None:
