@@ -10,9 +10,8 @@ import dataclasses
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from typing import Any, Self, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
 
-import aiokproto.options
 from aiokproto.admin._batch import run_batch
 from aiokproto.admin.errors import AdminBatchError
 from aiokproto.admin.types import AclOperation, TopicPartition
@@ -37,6 +36,9 @@ from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.protocol.base import Request
 from aiokproto.protocol.messages import metadata as m_metadata
+
+if TYPE_CHECKING:
+    import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -14,9 +14,8 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from operator import add
-from typing import Any, Final, Generic, NoReturn, Self, Unpack, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, Self, Unpack, overload
 
-import aiokproto.options
 from aiokproto._generic import SK, SV, Raw, T, U
 from aiokproto.accel import native as _native
 from aiokproto.accel import now_ms as _now_ms
@@ -65,6 +64,9 @@ from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build
 
 log = logging.getLogger(__name__)
 
