@@ -62,8 +62,8 @@ class ClientOptions(TypedDict, total=False):
     calls, commits, offset lookups). Default: ``60000`` ms."""
 
     socket_connection_setup_timeout_ms: int
-    """How long opening one connection (TCP, TLS and SASL handshakes) may take.
-    Default: ``10000`` ms."""
+    """How long opening one connection (the TCP connect and the TLS handshake) may
+    take. Default: ``10000`` ms."""
 
     connections_max_idle_ms: int
     """A connection unused for this long is closed. Default: ``540000`` ms."""
@@ -199,8 +199,8 @@ class ProducerOptions(ClientOptions, total=False):
     """How batches are compressed. Default: ``"none"``."""
 
     compression_level: int | None
-    """The codec's level (gzip 1-9, lz4 1-17, zstd -131072-22); ``None`` is the codec's
-    default. Default: ``None``."""
+    """The codec's level, on the codec's own scale; ``None`` is the codec's default
+    (gzip 6, lz4 0, zstd 3; snappy has none). Default: ``None``."""
 
     max_request_size: int
     """The largest produce request, and so the largest record.
