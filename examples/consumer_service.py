@@ -18,6 +18,7 @@ import os
 import signal
 import time
 import uuid
+from typing import Any
 
 from aiokproto.admin import Admin, NewTopic
 from aiokproto.consumer import Consumer, ConsumerRecord
@@ -50,14 +51,14 @@ async def produce_orders(bootstrap: str, run_id: str) -> None:
 class OrderService:
     """Totals this run's orders; commits what it has processed."""
 
-    def __init__(self, consumer: Consumer, run_id: str) -> None:
+    def __init__(self, consumer: Consumer[bytes | None, Any], run_id: str) -> None:
         self.consumer = consumer
         self.run_id = run_id
         self.processed = 0
         self.total_cents = 0
         self.since_commit = 0
 
-    def handle(self, record: ConsumerRecord) -> None:
+    def handle(self, record: ConsumerRecord[bytes | None, Any]) -> None:
         order = record.value  # already decoded by value_deserializer
         if order.get("run") != self.run_id:
             return  # an order from an earlier run of the example

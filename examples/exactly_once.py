@@ -42,6 +42,7 @@ PARTITIONS = 3
 
 def transform(record: ConsumerRecord) -> bytes:
     """The business logic: a fee record for a payment."""
+    assert record.value is not None  # every payment has a value
     payment = json.loads(record.value)
     fee = {**payment, "fee_cents": max(1, payment["amount_cents"] * 29 // 1000)}
     return json.dumps(fee, sort_keys=True).encode()
@@ -134,6 +135,7 @@ async def verify(bootstrap: str, run_id: str) -> None:
         while [tp for tp in tps if await c.position(tp) < ends[tp]]:
             for recs in (await c.getmany(timeout_ms=1000)).values():
                 for r in recs:
+                    assert r.value is not None  # transform() wrote every fee
                     fee = json.loads(r.value)
                     if fee["run"] == run_id:
                         seen[fee["id"]] = seen.get(fee["id"], 0) + 1

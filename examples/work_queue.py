@@ -72,6 +72,7 @@ async def worker(
 
 
 def handle(name: str, jobs: ShareConsumer, record: ShareRecord, ledger: Ledger) -> None:
+    assert record.value is not None  # every job the producer sent has its number
     job = int(record.value)
     kind = kind_of(job)
     if kind == "poison":

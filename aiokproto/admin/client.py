@@ -38,6 +38,7 @@ class Admin(
     """Kafka cluster administration; an async context manager (or ``start()``/``close()``).
 
     Options are the shared client options (``bootstrap_servers``, ``client_id``,
-    ``request_timeout_ms``, ``default_api_timeout_ms``, ``retry_backoff_ms``...).
-    Every method takes ``timeout_ms`` (default ``default_api_timeout_ms``).
+    ``request_timeout_ms``, ``default_api_timeout_ms``...), typed and documented in
+    ``aiokproto.options.ClientOptions``. Every method takes ``timeout_ms`` (default
+    ``default_api_timeout_ms``).
     """

@@ -14,8 +14,9 @@ import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Self, Unpack, overload
 
+from aiokproto._generic import K, T, U, V
 from aiokproto.awaitables import DONE
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.config import split_options
@@ -43,6 +44,7 @@ from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
+    import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build
     from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
     from aiokproto.consumer.group.coordinator import GroupCoordinator
 
@@ -115,15 +117,68 @@ def _commit_offset(tp: TopicPartition, value: object) -> OffsetAndMetadata:
     return OffsetAndMetadata(offset, metadata, epoch)
 
 
-class Consumer:
+class Consumer(Generic[K, V]):
     """An asyncio Kafka consumer; ``async with Consumer("topic", bootstrap_servers=...)``.
 
     ``Consumer(*topics, **options)`` subscribes to ``topics`` (a group member with
     ``group_id``, else all their partitions); with no topics, call ``subscribe()`` or
-    ``assign()``. Options are Java's consumer configs in snake_case.
+    ``assign()``. Options are Java's consumer configs in snake_case, typed and
+    documented in ``aiokproto.options.ConsumerOptions`` (the configuration reference
+    lists them). ``Consumer[K, V]`` hands out ``ConsumerRecord[K, V]``: K and V are
+    what ``key_deserializer`` and ``value_deserializer`` return, ``bytes | None``
+    without one.
     """
 
-    def __init__(self, *topics: str, **options: Any) -> None:
+    # The overloads tell a type checker K and V from the deserializers given.
+    @overload
+    def __init__(
+        self: Consumer[bytes | None, bytes | None],
+        *topics: str,
+        key_deserializer: None = None,
+        value_deserializer: None = None,
+        **options: Unpack[aiokproto.options.ConsumerOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Consumer[T, bytes | None],
+        *topics: str,
+        key_deserializer: Callable[[bytes | None], T],
+        value_deserializer: None = None,
+        **options: Unpack[aiokproto.options.ConsumerOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Consumer[bytes | None, U],
+        *topics: str,
+        key_deserializer: None = None,
+        value_deserializer: Callable[[bytes | None], U],
+        **options: Unpack[aiokproto.options.ConsumerOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Consumer[T, U],
+        *topics: str,
+        key_deserializer: Callable[[bytes | None], T],
+        value_deserializer: Callable[[bytes | None], U],
+        **options: Unpack[aiokproto.options.ConsumerOptions],
+    ) -> None: ...
+
+    def __init__(
+        self,
+        *topics: str,
+        key_deserializer: Callable[[bytes | None], Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | None = None,
+        **options: Any,
+    ) -> None:
+        """Check every option now (``KafkaConfigError`` names a wrong one); connect on
+        ``start()`` or ``async with``."""
+        if key_deserializer is not None:
+            options["key_deserializer"] = key_deserializer
+        if value_deserializer is not None:
+            options["value_deserializer"] = value_deserializer
         group_names = group_option_names()
         client_config, own = split_options(options, CONSUMER_OPTIONS | group_names, "Consumer")
         try:
@@ -185,7 +240,7 @@ class Consumer:
         self._group: Group | None = None
         self._state = "new"
         # records taken from the fetcher but not yet yielded by async iteration
-        self._pending: list[ConsumerRecord] = []
+        self._pending: list[ConsumerRecord[Any, Any]] = []
         self._pending_index = 0
         self._pending_version = 0
         self._positions_version = -1
@@ -201,7 +256,7 @@ class Consumer:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    async def __aenter__(self) -> Consumer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -290,6 +345,7 @@ class Consumer:
         await asyncio.shield(task)
 
     close = stop
+    """The same as ``stop()``, under the name other clients use."""
 
     async def _shutdown(self, timeout_ms: int | None = None) -> None:
         follower, self._follower = self._follower, None
@@ -697,7 +753,7 @@ class Consumer:
         *partitions: TopicPartition,
         timeout_ms: int = 0,
         max_records: int | None = None,
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
         """Records fetched so far, waiting up to ``timeout_ms`` for some to arrive."""
         self._check_running()
         limit = self._config.max_poll_records if max_records is None else max_records
@@ -715,14 +771,14 @@ class Consumer:
             waiter = fetcher.data_waiter()
             out = fetcher.drain(limit, only)
             if out:
-                return out
+                return out  # type: ignore[return-value]  # deserialized: K, V
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return {}
             await wait_event(waiter, remaining)
             self._check_running()
 
-    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[K, V]:
         """The next record (of ``partitions`` if given), waiting as long as it takes."""
         self._check_running()
         only = self._only(partitions)
@@ -741,14 +797,14 @@ class Consumer:
             waiter = self._fetcher.data_waiter()
             out = self._fetcher.drain(1, only)
             for recs in out.values():
-                return recs[0]
+                return recs[0]  # type: ignore[return-value]  # deserialized: K, V
             await waiter.wait()
             self._check_running()
 
-    def __aiter__(self) -> Consumer:
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> ConsumerRecord:
+    async def __anext__(self) -> ConsumerRecord[K, V]:
         pending = self._pending
         i = self._pending_index
         if i < len(pending) and self._pending_version == self._subs.assignment_version:
@@ -756,7 +812,7 @@ class Consumer:
             return pending[i]
         return await self._refill()
 
-    async def _refill(self) -> ConsumerRecord:
+    async def _refill(self) -> ConsumerRecord[K, V]:
         if self._state != "running":
             if self._state == "new":
                 self._check_running()
@@ -784,7 +840,7 @@ class Consumer:
                 self._pending = records
                 self._pending_index = 1
                 self._pending_version = self._subs.assignment_version
-                return records[0]
+                return records[0]  # type: ignore[return-value]  # deserialized: K, V
             if self._state != "running":
                 raise StopAsyncIteration
             await waiter.wait()
@@ -854,11 +910,11 @@ class Consumer:
 
     def _pending_as_dict(
         self, limit: int, only: frozenset[TopicPartition] | None
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         if self._pending_version != self._subs.assignment_version:
             self._drop_unassigned_pending()
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        keep: list[ConsumerRecord] = []
+        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        keep: list[ConsumerRecord[Any, Any]] = []
         taken = 0
         for r in self._pending[self._pending_index :]:
             tp = TopicPartition(r[0], r[1])

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Generic, NamedTuple
 
+from aiokproto._generic import K, V
 from aiokproto.records.record import Headers
 
 
-class ConsumerRecord(NamedTuple):
+class ConsumerRecord(NamedTuple, Generic[K, V]):
     """One consumed record.
 
     A named tuple: the consumer builds thousands per fetch in C-speed steps, and reading
     a field is a C-level index. ``headers`` is a tuple of ``(key, value)`` pairs (``()``
     when the record has none); keys are ``str``, values ``bytes`` or ``None``.
-    ``key``/``value`` are ``bytes | None`` unless a deserializer was given.
+    ``key``/``value`` are ``bytes | None`` unless a deserializer was given:
+    ``ConsumerRecord[K, V]`` has the types the deserializers return.
     ``timestamp_type`` is 0 (CreateTime) or 1 (LogAppendTime), -1 for v0 messages.
     ``leader_epoch`` is the partition leader epoch the batch was written in (-1 unknown).
     """
@@ -23,8 +25,8 @@ class ConsumerRecord(NamedTuple):
     offset: int
     timestamp: int
     timestamp_type: int
-    key: Any
-    value: Any
+    key: K
+    value: V
     headers: Headers
     leader_epoch: int = -1
 

@@ -14,8 +14,9 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from operator import add
-from typing import Any, Final, NoReturn, Self, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, Self, Unpack, overload
 
+from aiokproto._generic import SK, SV, Raw, T, U
 from aiokproto.accel import native as _native
 from aiokproto.accel import now_ms as _now_ms
 from aiokproto.awaitables import DONE
@@ -63,6 +64,9 @@ from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build
 
 log = logging.getLogger(__name__)
 
@@ -256,17 +260,14 @@ def _checked_offsets(
 _OPEN = frozenset({Txn.IN_TRANSACTION, Txn.ABORTABLE_ERROR, Txn.ABORTING})
 
 
-class Producer:
+class Producer(Generic[SK, SV]):
     """An asyncio Kafka producer: ``async with Producer(bootstrap_servers=...) as p``.
 
-    Options are Java's producer configs in snake_case: ``acks`` (0, 1, "all"; default
-    "all"), ``enable_idempotence`` (True), ``batch_size`` (16384), ``linger_ms`` (5),
-    ``compression_type`` ("none", "gzip", "snappy", "lz4", "zstd"),
-    ``compression_level``, ``max_request_size`` (1048576), ``buffer_memory``
-    (33554432), ``max_block_ms`` (60000), ``delivery_timeout_ms`` (120000), ``retries``,
-    ``partitioner``, ``key_serializer``, ``value_serializer``, plus the shared client
-    options (``bootstrap_servers``, ``client_id``, ``request_timeout_ms``,
-    ``max_in_flight_requests_per_connection``, security...).
+    Options are Java's producer configs in snake_case, typed and documented in
+    ``aiokproto.options.ProducerOptions`` (the configuration reference lists them).
+    ``Producer[K, V]``: ``send()`` takes keys of type K and values of type V, the types
+    ``key_serializer`` and ``value_serializer`` take; without a serializer, ``bytes``
+    (or ``bytearray``, ``memoryview``).
     """
 
     # what send()'s compiled common case reads (accel: bind_send) is in slots
@@ -284,7 +285,56 @@ class Producer:
     )
     _acc: Accumulator  # set by start(); send() checks _plain/_accepting first
 
-    def __init__(self, **options: Any) -> None:
+    # The overloads tell a type checker K and V from the serializers given.
+    @overload
+    def __init__(
+        self: Producer[Raw, Raw],
+        *,
+        key_serializer: None = None,
+        value_serializer: None = None,
+        **options: Unpack[aiokproto.options.ProducerOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Producer[T, Raw],
+        *,
+        key_serializer: Callable[[T], bytes | None],
+        value_serializer: None = None,
+        **options: Unpack[aiokproto.options.ProducerOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Producer[Raw, U],
+        *,
+        key_serializer: None = None,
+        value_serializer: Callable[[U], bytes | None],
+        **options: Unpack[aiokproto.options.ProducerOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Producer[T, U],
+        *,
+        key_serializer: Callable[[T], bytes | None],
+        value_serializer: Callable[[U], bytes | None],
+        **options: Unpack[aiokproto.options.ProducerOptions],
+    ) -> None: ...
+
+    def __init__(
+        self,
+        *,
+        key_serializer: Callable[[Any], bytes | None] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | None = None,
+        **options: Any,
+    ) -> None:
+        """Check every option now (``KafkaConfigError`` names a wrong one); connect on
+        ``start()`` or ``async with``."""
+        if key_serializer is not None:
+            options["key_serializer"] = key_serializer
+        if value_serializer is not None:
+            options["value_serializer"] = value_serializer
         config, own = split_options(options, PRODUCER_OPTIONS, "Producer")
         self.config: ClientConfig = config
         self.options: ProducerOptions = parse_producer_options(config, own)
@@ -466,6 +516,7 @@ class Producer:
             await client.close()
 
     close = stop
+    """The same as ``stop()``, under the name other clients use."""
 
     def _check_running(self) -> NoReturn:
         if self._sender is not None and self._sender.fatal is not None:
@@ -514,8 +565,8 @@ class Producer:
     async def send(
         self,
         topic: str,
-        value: Any = None,
-        key: Any = None,
+        value: SV | None = None,
+        key: SK | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
@@ -544,12 +595,14 @@ class Producer:
             if self._value_serializer is not None and value is not None:
                 value = _serialize(self._value_serializer, value, "value")
         # Every check happens before anything is buffered: a bad record fails alone.
+        # From here key and value are bytes (the parameters' types are what callers
+        # pass; the ignores below say so without a cast call on this hot path).
         if value is not None and value.__class__ is not bytes:
-            value = _as_bytes(value, "value")
+            value = _as_bytes(value, "value")  # type: ignore[assignment]
         if key is not None and key.__class__ is not bytes:
-            key = _as_bytes(key, "key")
-        vsize = -1 if value is None else len(value)
-        ksize = -1 if key is None else len(key)
+            key = _as_bytes(key, "key")  # type: ignore[assignment]
+        vsize = -1 if value is None else len(value)  # type: ignore[arg-type]
+        ksize = -1 if key is None else len(key)  # type: ignore[arg-type]
         charge = RECORD_CHARGE + vsize + ksize
         if headers:
             if not isinstance(headers, (list, tuple)):
@@ -582,7 +635,7 @@ class Producer:
             else:
                 pq = ts.choose_sticky(charge)
         else:
-            pq = ts.queues[self._choose(ts, key, charge)]
+            pq = ts.queues[self._choose(ts, key, charge)]  # type: ignore[arg-type]
         acc = self._acc
         if acc.used + self._reserved + charge > acc.limit or self._space_queue:
             await self._wait_for_space(charge)
@@ -596,13 +649,13 @@ class Producer:
         batch = pq.open
         if batch is not None:
             handle = _append_to(
-                DeliveryFuture, batch, timestamp_ms, key, value, headers, ksize, vsize
+                DeliveryFuture, batch, timestamp_ms, key, value, headers, ksize, vsize  # type: ignore[arg-type]
             )
             if handle is not None:
                 batch.charge += charge
                 acc.used += charge
                 return handle
-        handle = acc.append(pq, timestamp_ms, key, value, headers, charge)
+        handle = acc.append(pq, timestamp_ms, key, value, headers, charge)  # type: ignore[arg-type]
         if batch is not None:
             # A batch just filled up: the next call lets the sender ship it. Not now:
             # a cancellation after buffering would make the caller retry a duplicate.
@@ -612,8 +665,8 @@ class Producer:
     async def send_and_wait(
         self,
         topic: str,
-        value: Any = None,
-        key: Any = None,
+        value: SV | None = None,
+        key: SK | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
@@ -631,9 +684,9 @@ class Producer:
     async def send_batch(
         self,
         topic: str,
-        values: Iterable[Any],
+        values: Iterable[SV | None],
         *,
-        keys: Iterable[Any] | None = None,
+        keys: Iterable[SK | None] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
@@ -647,9 +700,9 @@ class Producer:
     async def send_batch(
         self,
         topic: str | BatchBuilder,
-        values: Iterable[Any] | str,
+        values: Iterable[SV | None] | str,
         *,
-        keys: Iterable[Any] | None = None,
+        keys: Iterable[SK | None] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
@@ -1222,7 +1275,7 @@ class _SpaceWait:
 
 # send()'s common case compiled (None in the pure build): the C code reads and writes
 # these classes' __slots__ at their offsets, checked against the classes bound here
-_send_fast: Callable[[Producer, Any, Any, Any, Any], DeliveryFuture | None] | None = None
+_send_fast: Callable[[Producer[Any, Any], Any, Any, Any, Any], DeliveryFuture | None] | None = None
 if _native is not None:
     _native.bind_send(
         Producer,

@@ -4,8 +4,9 @@ the acquired ranges as gaps (pure, no I/O)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Generic, NamedTuple
 
+from aiokproto._generic import K, V
 from aiokproto.consumer.decode import decode_legacy, decode_v2
 from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.records.batch_v2 import RecordBatch
@@ -13,18 +14,19 @@ from aiokproto.records.reader import BatchReader
 from aiokproto.records.record import Headers
 
 
-class ShareRecord(NamedTuple):
+class ShareRecord(NamedTuple, Generic[K, V]):
     """A record acquired by a share consumer; ``delivery_count`` is 1 on the first
     delivery and grows each time the record comes back (released, or its lock
-    expired). The other fields are ``ConsumerRecord``'s."""
+    expired). The other fields are ``ConsumerRecord``'s (``ShareRecord[K, V]``: the
+    types the deserializers return)."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: int
-    key: Any
-    value: Any
+    key: K
+    value: V
     headers: Headers
     leader_epoch: int = -1
     delivery_count: int = 1
