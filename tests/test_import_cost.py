@@ -43,6 +43,12 @@ def test_a_client_name_loads_that_client_only() -> None:
     assert not [m for m in loaded if m.startswith(("aiokproto.admin", "aiokproto.share"))]
     loaded = modules_after("import aiokproto\naiokproto.Admin")
     assert "aiokproto.admin.client" in loaded
+    # the Admin's two dozen APIs load their codecs when called (aiokproto.protocol.lazy):
+    # only the connection's, metadata's and the coordinators' load with it
+    codecs = [m for m in loaded if m.startswith("aiokproto.protocol.messages.")]
+    assert "aiokproto.protocol.messages.metadata" in codecs
+    assert "aiokproto.protocol.messages.create_topics" not in codecs
+    assert len(codecs) <= 10, codecs
 
 
 def test_version_flag_imports_neither_click_nor_a_client() -> None:
