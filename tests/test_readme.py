@@ -60,6 +60,29 @@ def test_links_and_images_are_absolute() -> None:
     assert not relative, f"links an index cannot follow: {relative}"
 
 
+_REPO_FILE = re.compile(
+    r"https://(?:github\.com/aiokproto/aiokproto/(?:blob|tree|raw)/main"
+    r"|raw\.githubusercontent\.com/aiokproto/aiokproto/main)/(?P<path>[^#?]+)(?:#(?P<anchor>.*))?"
+)
+
+
+def anchor_of(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading's text."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_links_into_the_repository_name_files_and_headings_that_exist() -> None:
+    text = README.read_text(encoding="utf-8")
+    anchors = {anchor_of(h) for h in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+    into_repo = [m for m in map(_REPO_FILE.fullmatch, links(text)) if m]
+    assert len(into_repo) > 20
+    for m in into_repo:
+        assert (ROOT / m["path"]).exists(), f"{m[0]}: no {m['path']} in the repository"
+        if m["path"] == "README.md" and m["anchor"]:
+            assert m["anchor"] in anchors, f"{m[0]}: no such heading"
+
+
 def test_the_link_check_sees_every_kind_of_link() -> None:
     sample = (
         "[a](docs/x.md) ![b](img.png)\n[c]: ../y.md\n"
