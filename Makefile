@@ -170,8 +170,18 @@ soak: venv jars
 test-fast: venv
 	$(PY) -m pytest -q -x -m "not cluster and not slow" $(PYTEST_ARGS)
 
-demo: venv jars
-	$(PY) examples/quickstart.py
+# The demo needs only the package (no extra) in a venv of its own, and only the Kafka
+# jars it runs (LocalKafka resolves its default version, 4.3.1, on start): no test,
+# Spark or bench tool chain, no 3.9.1 jars.
+DEMO_VENV := .venv-demo
+
+$(DEMO_VENV)/.installed: pyproject.toml setup.py
+	test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install -q --disable-pip-version-check -e .
+	touch $@
+
+demo: $(DEMO_VENV)/.installed
+	$(DEMO_VENV)/bin/python examples/quickstart.py
 
 bench: venv jars
 	$(PY) -m pip install -q -e '.[bench]'

@@ -12,7 +12,8 @@ import os
 import uuid
 
 from aiokproto import Admin, Consumer, NewTopic, Producer, TopicPartition
-from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
+from aiokproto.testing import DEFAULT_VERSION, PLAINTEXT_ONLY, LocalKafka
+from aiokproto.testing.jars import is_resolved
 
 TOPIC = "quickstart-events"
 COUNT = 10
@@ -72,6 +73,8 @@ def main() -> None:
     if external:
         asyncio.run(demo(external))
         return
+    if not is_resolved(DEFAULT_VERSION):  # else the first run is silent for ~30 s
+        print(f"fetching Kafka {DEFAULT_VERSION}'s jars from Maven Central (once, about 124 MB)")
     with LocalKafka(security=PLAINTEXT_ONLY) as kafka:
         print(f"started Kafka {kafka.version} at {kafka.bootstrap_servers}")
         asyncio.run(demo(kafka.bootstrap_servers))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokproto.admin.base import AdminBase, Outcome, _error
 from aiokproto.admin.types import (
@@ -16,9 +16,16 @@ from aiokproto.admin.types import (
 )
 from aiokproto.errors import KafkaConfigError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.messages import create_acls as m_create_acls
-from aiokproto.protocol.messages import delete_acls as m_delete_acls
-from aiokproto.protocol.messages import describe_acls as m_describe_acls
+from aiokproto.protocol.lazy import message_module
+
+if TYPE_CHECKING:
+    from aiokproto.protocol.messages import create_acls as m_create_acls
+    from aiokproto.protocol.messages import delete_acls as m_delete_acls
+    from aiokproto.protocol.messages import describe_acls as m_describe_acls
+else:
+    m_create_acls = message_module("create_acls")
+    m_delete_acls = message_module("delete_acls")
+    m_describe_acls = message_module("describe_acls")
 
 
 class AclsMixin(AdminBase):

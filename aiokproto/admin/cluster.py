@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiokproto.admin.base import AdminBase, _error, _operations
 from aiokproto.admin.types import (
     ClusterDescription,
@@ -11,8 +13,13 @@ from aiokproto.admin.types import (
 )
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.errors import UnsupportedVersionError
+from aiokproto.protocol.lazy import message_module
 from aiokproto.protocol.messages import api_versions as m_api_versions
-from aiokproto.protocol.messages import describe_cluster as m_describe_cluster
+
+if TYPE_CHECKING:
+    from aiokproto.protocol.messages import describe_cluster as m_describe_cluster
+else:
+    m_describe_cluster = message_module("describe_cluster")
 
 
 class ClusterMixin(AdminBase):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokproto.admin.base import _TOPIC_GONE, MISSING_AFTER, AdminBase, Outcome, _error
 from aiokproto.admin.types import (
@@ -17,8 +17,14 @@ from aiokproto.admin.types import (
 )
 from aiokproto.errors import KafkaConfigError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.messages import describe_configs as m_describe_configs
-from aiokproto.protocol.messages import incremental_alter_configs as m_alter_configs
+from aiokproto.protocol.lazy import message_module
+
+if TYPE_CHECKING:
+    from aiokproto.protocol.messages import describe_configs as m_describe_configs
+    from aiokproto.protocol.messages import incremental_alter_configs as m_alter_configs
+else:
+    m_describe_configs = message_module("describe_configs")
+    m_alter_configs = message_module("incremental_alter_configs")
 
 
 class ConfigsMixin(AdminBase):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from aiokproto.admin._batch import no_result
 from aiokproto.admin.base import (
@@ -36,14 +36,31 @@ from aiokproto.errors import (
     UnsupportedVersionError,
 )
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.messages import consumer_group_describe as m_consumer_group_describe
-from aiokproto.protocol.messages import consumer_protocol_assignment as m_assignment
-from aiokproto.protocol.messages import delete_groups as m_delete_groups
-from aiokproto.protocol.messages import describe_groups as m_describe_groups
-from aiokproto.protocol.messages import list_groups as m_list_groups
-from aiokproto.protocol.messages import offset_commit as m_offset_commit
-from aiokproto.protocol.messages import offset_delete as m_offset_delete
-from aiokproto.protocol.messages import offset_fetch as m_offset_fetch
+from aiokproto.protocol.lazy import message_module
+
+if TYPE_CHECKING:
+    from aiokproto.protocol.messages import consumer_group_describe as m_consumer_group_describe
+    from aiokproto.protocol.messages import consumer_protocol_assignment as m_assignment
+    from aiokproto.protocol.messages import delete_groups as m_delete_groups
+    from aiokproto.protocol.messages import describe_groups as m_describe_groups
+    from aiokproto.protocol.messages import list_groups as m_list_groups
+    from aiokproto.protocol.messages import offset_commit as m_offset_commit
+    from aiokproto.protocol.messages import offset_delete as m_offset_delete
+    from aiokproto.protocol.messages import offset_fetch as m_offset_fetch
+
+    _DescribedGroup = m_consumer_group_describe.ConsumerGroupDescribeResponseDescribedGroup
+    _DescribedMember = m_consumer_group_describe.ConsumerGroupDescribeResponseMember
+    _AssignedTopic = m_consumer_group_describe.ConsumerGroupDescribeResponseTopicPartitions
+    _ListedGroup = m_list_groups.ListGroupsResponseListedGroup
+else:
+    m_consumer_group_describe = message_module("consumer_group_describe")
+    m_assignment = message_module("consumer_protocol_assignment")
+    m_delete_groups = message_module("delete_groups")
+    m_describe_groups = message_module("describe_groups")
+    m_list_groups = message_module("list_groups")
+    m_offset_commit = message_module("offset_commit")
+    m_offset_delete = message_module("offset_delete")
+    m_offset_fetch = message_module("offset_fetch")
 
 # Consumer groups are those with the consumer protocol type, or "" (simple groups
 # that only commit offsets); share and streams groups are listed by other APIs.
@@ -55,12 +72,6 @@ _CONSUMER_PROTOCOL_TYPES = ("consumer", "")
 _NOT_A_CONSUMER_PROTOCOL_GROUP = (GroupIdNotFoundError.errno, UnsupportedVersionError.errno)
 
 K = TypeVar("K", bound=Hashable)
-
-
-_DescribedGroup = m_consumer_group_describe.ConsumerGroupDescribeResponseDescribedGroup
-_DescribedMember = m_consumer_group_describe.ConsumerGroupDescribeResponseMember
-_AssignedTopic = m_consumer_group_describe.ConsumerGroupDescribeResponseTopicPartitions
-_ListedGroup = m_list_groups.ListGroupsResponseListedGroup
 
 
 class _TopicPartitions(Protocol):

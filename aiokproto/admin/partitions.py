@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokproto.admin.base import _TOPIC_GONE, AdminBase, Outcome, _error, _leader_epoch
 from aiokproto.admin.errors import AdminBatchError
@@ -25,10 +25,18 @@ from aiokproto.errors import (
     UnsupportedVersionError,
 )
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.messages import delete_records as m_delete_records
-from aiokproto.protocol.messages import describe_log_dirs as m_describe_log_dirs
-from aiokproto.protocol.messages import elect_leaders as m_elect_leaders
-from aiokproto.protocol.messages import list_offsets as m_list_offsets
+from aiokproto.protocol.lazy import message_module
+
+if TYPE_CHECKING:
+    from aiokproto.protocol.messages import delete_records as m_delete_records
+    from aiokproto.protocol.messages import describe_log_dirs as m_describe_log_dirs
+    from aiokproto.protocol.messages import elect_leaders as m_elect_leaders
+    from aiokproto.protocol.messages import list_offsets as m_list_offsets
+else:
+    m_delete_records = message_module("delete_records")
+    m_describe_log_dirs = message_module("describe_log_dirs")
+    m_elect_leaders = message_module("elect_leaders")
+    m_list_offsets = message_module("list_offsets")
 
 
 class PartitionsMixin(AdminBase):

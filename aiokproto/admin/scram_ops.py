@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokproto.admin.base import AdminBase, Outcome, _error
 from aiokproto.admin.errors import AdminBatchError
@@ -19,12 +19,14 @@ from aiokproto.admin.types import (
 )
 from aiokproto.errors import KafkaConfigError, KafkaError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.messages import describe_user_scram_credentials as m_describe_scram
-from aiokproto.protocol.messages.alter_user_scram_credentials import (
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsRequestScramCredentialDeletion,
-    AlterUserScramCredentialsRequestScramCredentialUpsertion,
-)
+from aiokproto.protocol.lazy import message_module
+
+if TYPE_CHECKING:
+    from aiokproto.protocol.messages import alter_user_scram_credentials as m_alter_scram
+    from aiokproto.protocol.messages import describe_user_scram_credentials as m_describe_scram
+else:
+    m_alter_scram = message_module("alter_user_scram_credentials")
+    m_describe_scram = message_module("describe_user_scram_credentials")
 
 
 class ScramMixin(AdminBase):
@@ -82,14 +84,14 @@ class ScramMixin(AdminBase):
         The password never leaves this process: only the salted password is sent.
         """
         timeout = self._timeout(timeout_ms)
-        upserts: list[AlterUserScramCredentialsRequestScramCredentialUpsertion] = []
-        deletes: list[AlterUserScramCredentialsRequestScramCredentialDeletion] = []
+        upserts: list[m_alter_scram.AlterUserScramCredentialsRequestScramCredentialUpsertion] = []
+        deletes: list[m_alter_scram.AlterUserScramCredentialsRequestScramCredentialDeletion] = []
         for alt in alterations:
             if isinstance(alt, UserScramCredentialUpsertion):
                 info = alt.credential_info
                 salt = alt.salt or new_salt()
                 upserts.append(
-                    AlterUserScramCredentialsRequestScramCredentialUpsertion(
+                    m_alter_scram.AlterUserScramCredentialsRequestScramCredentialUpsertion(
                         name=alt.user,
                         mechanism=info.mechanism.value,
                         iterations=info.iterations,
@@ -101,7 +103,7 @@ class ScramMixin(AdminBase):
                 )
             elif isinstance(alt, UserScramCredentialDeletion):
                 deletes.append(
-                    AlterUserScramCredentialsRequestScramCredentialDeletion(
+                    m_alter_scram.AlterUserScramCredentialsRequestScramCredentialDeletion(
                         name=alt.user, mechanism=alt.mechanism.value
                     )
                 )
@@ -139,16 +141,18 @@ class ScramMixin(AdminBase):
         return results
 
     async def _scram_round(self, batch: dict[str, Any], timeout_ms: int) -> dict[str, None]:
-        Upsertion = AlterUserScramCredentialsRequestScramCredentialUpsertion
+        Upsertion = m_alter_scram.AlterUserScramCredentialsRequestScramCredentialUpsertion
 
         async def attempt(pending: list[str]) -> Outcome[str, None]:
             wires = [batch[user] for user in pending]
-            request = AlterUserScramCredentialsRequest(
+            request = m_alter_scram.AlterUserScramCredentialsRequest(
                 upsertions=[w for w in wires if isinstance(w, Upsertion)],
                 deletions=[w for w in wires if not isinstance(w, Upsertion)],
             )
             _, response = await self._send(
-                self._controller(), AlterUserScramCredentialsRequest, lambda v: request
+                self._controller(),
+                m_alter_scram.AlterUserScramCredentialsRequest,
+                lambda v: request,
             )
             return {
                 r.user: (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from aiokproto.admin.base import Outcome, _error, _leader_epoch, _operations
 from aiokproto.admin.groups import GroupsMixin, _partitions
@@ -22,14 +23,22 @@ from aiokproto.admin.types import (
 )
 from aiokproto.errors import KafkaConfigError, KafkaError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.messages import alter_share_group_offsets as m_alter_offsets
-from aiokproto.protocol.messages import delete_share_group_offsets as m_delete_offsets
-from aiokproto.protocol.messages import describe_share_group_offsets as m_describe_offsets
-from aiokproto.protocol.messages import share_group_describe as m_describe
+from aiokproto.protocol.lazy import message_module
+
+if TYPE_CHECKING:
+    from aiokproto.protocol.messages import alter_share_group_offsets as m_alter_offsets
+    from aiokproto.protocol.messages import delete_share_group_offsets as m_delete_offsets
+    from aiokproto.protocol.messages import describe_share_group_offsets as m_describe_offsets
+    from aiokproto.protocol.messages import share_group_describe as m_describe
+
+    _OffsetsGroup = m_describe_offsets.DescribeShareGroupOffsetsResponseGroup
+else:
+    m_alter_offsets = message_module("alter_share_group_offsets")
+    m_delete_offsets = message_module("delete_share_group_offsets")
+    m_describe_offsets = message_module("describe_share_group_offsets")
+    m_describe = message_module("share_group_describe")
 
 _SHARE = "share"  # ListGroups' group type and protocol type of share groups
-
-_OffsetsGroup = m_describe_offsets.DescribeShareGroupOffsetsResponseGroup
 
 
 class ShareGroupsMixin(GroupsMixin):

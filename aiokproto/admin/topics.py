@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokproto.admin._batch import no_result
 from aiokproto.admin.base import _TOPIC_GONE, MISSING_AFTER, AdminBase, Outcome, _error, _operations
@@ -19,11 +19,19 @@ from aiokproto.admin.types import (
 from aiokproto.cluster.snapshot import ZERO_UUID
 from aiokproto.errors import KafkaConfigError, UnknownTopicIdError, UnsupportedVersionError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.messages import create_partitions as m_create_partitions
-from aiokproto.protocol.messages import create_topics as m_create_topics
-from aiokproto.protocol.messages import delete_topics as m_delete_topics
-from aiokproto.protocol.messages import describe_topic_partitions as m_dtp
+from aiokproto.protocol.lazy import message_module
 from aiokproto.protocol.messages import metadata as m_metadata
+
+if TYPE_CHECKING:
+    from aiokproto.protocol.messages import create_partitions as m_create_partitions
+    from aiokproto.protocol.messages import create_topics as m_create_topics
+    from aiokproto.protocol.messages import delete_topics as m_delete_topics
+    from aiokproto.protocol.messages import describe_topic_partitions as m_dtp
+else:
+    m_create_partitions = message_module("create_partitions")
+    m_create_topics = message_module("create_topics")
+    m_delete_topics = message_module("delete_topics")
+    m_dtp = message_module("describe_topic_partitions")
 
 
 class TopicsMixin(AdminBase):

@@ -1,0 +1,48 @@
+"""Generated message modules that run on first use.
+
+A generated module (``aiokproto.protocol.messages.<api>``) costs a few milliseconds to
+import, most of it building its dataclasses, and the Admin client refers to two dozen
+of them: ``message_module("create_topics")`` stands for the module at once and imports
+it when an attribute is first read, so a program (or a CLI command) pays only for the
+APIs it calls. A caller imports the module itself under ``TYPE_CHECKING``, so mypy
+sees the real one::
+
+    if TYPE_CHECKING:
+        from aiokproto.protocol.messages import create_topics as m_create_topics
+    else:
+        m_create_topics = message_module("create_topics")
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any
+
+__all__ = ["message_module"]
+
+_PACKAGE = "aiokproto.protocol.messages"
+
+
+class _LazyModule(ModuleType):
+    """The module named ``__name__``: imported by the first attribute read, whose
+    namespace it then copies, so later reads are plain attribute lookups."""
+
+    def __getattr__(self, attr: str) -> Any:
+        module = importlib.import_module(self.__name__)  # thread-safe, once
+        self.__dict__.update(module.__dict__)
+        return getattr(module, attr)
+
+
+def message_module(name: str) -> ModuleType:
+    """The generated module ``aiokproto.protocol.messages.<name>``, imported on first
+    use (at once if it already is); ``ImportError`` now for a name that has none."""
+    full = f"{_PACKAGE}.{name}"
+    loaded = sys.modules.get(full)
+    if loaded is not None:
+        return loaded
+    if importlib.util.find_spec(full) is None:
+        raise ImportError(f"no generated message module {full!r}", name=full)
+    return _LazyModule(full)
