@@ -124,7 +124,7 @@ def test_the_generator_refuses_an_alias_of_a_class_it_does_not_define(
 ) -> None:
     monkeypatch.setitem(gen_errors.AIOKAFKA_ALIASES, "Bogus", ("NoSuchError", "why"))
     with pytest.raises(SystemExit, match="NoSuchError"):
-        gen_errors.render(ROOT / "aiokproto" / "protocol" / "specs" / "errors.tsv")
+        gen_errors.render(ROOT / "tools" / "codegen" / "specs" / "errors.tsv")
 
 
 def test_same_names_as_aiokafka_mean_the_same_broker_code() -> None:

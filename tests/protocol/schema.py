@@ -23,7 +23,7 @@ from tools.codegen.gen_messages import api_module_name, snake, struct_class_name
 from tools.codegen.spec import FieldSpec, MessageSpec, load_dir, load_merged, spec_key
 
 ROOT = Path(__file__).resolve().parents[2]
-SPECS = ROOT / "aiokproto" / "protocol" / "specs"
+SPECS = ROOT / "tools" / "codegen" / "specs"
 
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),

@@ -16,7 +16,7 @@ from pathlib import Path
 from aiokproto.protocol.varint import decode_uvarint
 from tools.codegen.spec import FieldSpec, MessageSpec, field_flexible, load_merged
 
-_SPECS = Path(__file__).resolve().parents[3] / "aiokproto" / "protocol" / "specs"
+_SPECS = Path(__file__).resolve().parents[3] / "tools" / "codegen" / "specs"
 _WIDTH = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8}
 _FIXED = {**_WIDTH, "float64": 8, "uuid": 16}
 
