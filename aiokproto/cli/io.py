@@ -25,9 +25,9 @@ from aiokproto.cli.common import (
 )
 from aiokproto.cli.formats import FormatError, RecordFormatter, parse_headers, parse_line
 from aiokproto.cli.plan import PlanError, parse_datetime
-from aiokproto.cli.reader import ChunkReader, read_lines
+from aiokproto.cli.reader import ChunkReader, read_line_lists
 from aiokproto.consumer import Consumer
-from aiokproto.producer import Producer
+from aiokproto.producer import Producer, wait_delivered
 from aiokproto.structs import TopicPartition
 
 #: undelivered records awaited together: bounds memory on a large file
@@ -98,36 +98,68 @@ async def produce(
     try:
         async with Producer(**options) as producer:
             reader = ChunkReader(fd)
-            pending: list[Any] = []
+            pending: list[Any] = []  # handles of the records sent since the last check
+            older: list[Any] = []  # those sent before: waited for at the next check
+            held_by_linger = producer.options.linger_ms > 50
             with progress() as bar, stop_on_signals(reader.stop):
                 task = bar.add_task(f"producing to {topic}", total=total_size, rate="",
                                     visible=total_size is not None)
-                line_no = 0
-                async for line in read_lines(reader, lambda n: bar.advance(task, n)):
-                    line_no += 1
-                    if not line and not json_input:
-                        continue  # blank lines are not records
-                    try:
-                        rec = parse_line(line, line_no, key_separator=sep,
-                                         json_input=json_input, headers=static_headers)
-                    except FormatError as exc:
-                        raise CliError(f"{exc} ({count} records sent before it)") from None
-                    part = partition if rec.partition is None else rec.partition
-                    pending.append(await producer.send(
-                        topic, rec.value, rec.key, part, headers=rec.headers or None
-                    ))
-                    count += 1
-                    payload += len(rec.value or b"") + len(rec.key or b"")
-                    if len(pending) >= _IN_FLIGHT:
-                        await producer.flush()  # a long --linger-ms must not hold us
-                        await asyncio.gather(*pending)
-                        pending.clear()
+                line_no = checked = 0
+                # each line as it is, the value of one record: no parsing per line
+                plain = not json_input and sep is None and not static_headers
+                send = producer.send
+                last_batch: object = ()
+                async for lines in read_line_lists(reader, lambda n: bar.advance(task, n)):
+                    if plain:
+                        line_no += len(lines)
+                        for line in lines:
+                            if not line:
+                                continue  # blank lines are not records
+                            handle = await send(topic, line, None, partition)
+                            count += 1
+                            payload += len(line)
+                            # one handle per batch is enough to wait for it (and keeping
+                            # fewer alive spares the cyclic GC: 20% of the CPU here)
+                            batch = handle.batch
+                            if batch is not last_batch:
+                                if batch is None:
+                                    await handle  # refused before buffering: raises
+                                last_batch = batch
+                                pending.append(handle)
+                    else:
+                        for line in lines:
+                            line_no += 1
+                            if not line and not json_input:
+                                continue  # blank lines are not records
+                            try:
+                                rec = parse_line(line, line_no, key_separator=sep,
+                                                 json_input=json_input, headers=static_headers)
+                            except FormatError as exc:
+                                raise CliError(
+                                    f"{exc} ({count} records sent before it)"
+                                ) from None
+                            part = partition if rec.partition is None else rec.partition
+                            pending.append(await send(
+                                topic, rec.value, rec.key, part, headers=rec.headers or None
+                            ))
+                            count += 1
+                            payload += len(rec.value or b"") + len(rec.key or b"")
+                    if count - checked >= _IN_FLIGHT:
+                        checked = count
+                        # Wait for the records before these (sent by now), not these:
+                        # the cluster keeps working meanwhile. Only a long --linger-ms
+                        # could keep them waiting: send them now then.
+                        if held_by_linger:
+                            await producer.flush()
+                        await wait_delivered(older)  # one wait per batch, not record
+                        older, pending = pending, []
                         rate = count / max(time.monotonic() - began, 1e-9)
                         bar.update(task, rate=f"{rate:,.0f} rec/s")
                 # Ctrl-C ends the input: what was read is still delivered (a second
                 # Ctrl-C gives up on that too)
                 await producer.flush()
-                await asyncio.gather(*pending)
+                await wait_delivered(older)
+                await wait_delivered(pending)
             interrupted = reader.stopped
     finally:
         if path:
