@@ -101,7 +101,7 @@ async def produce(
             pending: list[Any] = []  # handles of the records sent since the last check
             older: list[Any] = []  # those sent before: waited for at the next check
             held_by_linger = producer.options.linger_ms > 50
-            with progress() as bar, stop_on_signals(reader.stop):
+            with progress(in_bytes=True) as bar, stop_on_signals(reader.stop):
                 task = bar.add_task(f"producing to {topic}", total=total_size, rate="",
                                     visible=total_size is not None)
                 line_no = checked = 0
@@ -264,6 +264,14 @@ async def consume(
         loop.add_signal_handler(sig, stop.set)
     printed: dict[TopicPartition, int] = {}
     seen = 0
+    if not group and seek_to is None and when is None and not from_beginning:
+        err.print(
+            "no --group: reading new records from the end of each partition; use "
+            "--from-beginning, --offset or --timestamp for the records already there",
+            highlight=False,
+        )
+    # an explicit --timeout also ends the command once no record came for that long
+    idle_s = settings.timeout_ms / 1000 if settings.timeout_given else None
     began = time.monotonic()
     try:
         consumer = Consumer(*(topics if group else ()), **options)
@@ -274,7 +282,7 @@ async def consume(
                        for p in (partitions or range(counts[t]))]
                 consumer.assign(tps)
                 await _position(consumer, tps, seek_to, when)
-            seen = await _print_records(consumer, formatter, count, stop, printed)
+            seen = await _print_records(consumer, formatter, count, stop, printed, idle_s)
             if group and printed:
                 await consumer.commit({tp: o + 1 for tp, o in printed.items()})
         finally:
@@ -285,6 +293,12 @@ async def consume(
     elapsed = time.monotonic() - began
     committed = " (offsets committed)" if group and printed else ""
     err.print(f"consumed {seen:,} records in {elapsed:.2f} s{committed}", highlight=False)
+    if idle_s is not None and not stop.is_set() and (count is None or seen < count):
+        # ended by --timeout: a success if it printed what there was; none at all, or
+        # fewer than --count, is an error (exit 1) as for perf consume
+        if seen == 0 or count is not None:
+            wanted = "no record" if seen == 0 else f"{seen:,} of {count:,} records"
+            raise CliError(f"{wanted} within --timeout {idle_s:g} s")
 
 
 async def _position(
@@ -313,22 +327,30 @@ async def _print_records(
     count: int | None,
     stop: asyncio.Event,
     printed: dict[TopicPartition, int],
+    idle_s: float | None = None,
 ) -> int:
-    """Print until ``count`` records or ``stop``; ``printed`` gets the last offset
-    written per partition (what a group commits)."""
+    """Print until ``count`` records, ``stop``, or ``idle_s`` seconds without a record;
+    ``printed`` gets the last offset written per partition (what a group commits)."""
     seen = 0
+    last = time.monotonic()
     with progress() as bar:
         task = bar.add_task("consuming", total=count, rate="", visible=count is not None)
         while not stop.is_set() and (count is None or seen < count):
             limit = 500 if count is None else min(500, count - seen)
-            batches = await consumer.getmany(timeout_ms=200, max_records=limit)
+            wait_ms = 200
+            if idle_s is not None:
+                left = last + idle_s - time.monotonic()
+                if left <= 0:
+                    break
+                wait_ms = max(1, min(wait_ms, int(left * 1000)))
+            batches = await consumer.getmany(timeout_ms=wait_ms, max_records=limit)
             lines: list[str] = []
-            last: dict[TopicPartition, int] = {}
+            ends: dict[TopicPartition, int] = {}
             for tp, records in batches.items():
                 for r in records[: None if count is None else count - seen - len(lines)]:
                     lines.append(formatter(r.topic, r.partition, r.offset, r.timestamp,
                                            r.key, r.value, r.headers))
-                    last[tp] = r.offset
+                    ends[tp] = r.offset
             if lines:
                 try:
                     sys.stdout.write("\n".join(lines) + "\n")
@@ -337,8 +359,9 @@ async def _print_records(
                     _silence_stdout()
                     stop.set()
                     break
-                printed.update(last)  # only what reached stdout counts as printed
+                printed.update(ends)  # only what reached stdout counts as printed
                 seen += len(lines)
+                last = time.monotonic()
                 bar.advance(task, len(lines))
     return seen
 
