@@ -170,6 +170,8 @@ def test_produce_json_lines_and_positions(bs: list[str], topic_name: str) -> Non
     assert proc.stdout.splitlines() == ["0"]
     bad = failed(cli("produce", topic_name, "--json", *bs, stdin='{"value": 1}\nnot json\n'), 1)
     assert "line 2: not JSON" in bad and "1 records sent before it" in bad
+    bad = failed(cli("produce", topic_name, "-K", ":", *bs, stdin="a:1\n\nb:2\nnosep\n"), 1)
+    assert "line 4: no key separator ':' (2 records sent before it)" in bad
 
 
 def test_groups_lag_reset_delete(bs: list[str], topic_name: str) -> None:
