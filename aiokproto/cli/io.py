@@ -32,6 +32,9 @@ from aiokproto.structs import TopicPartition
 
 #: undelivered records awaited together: bounds memory on a large file
 _IN_FLIGHT = 5_000
+#: consume --timeout: how long joining a group may take before the wait counts (a
+#: broker delays a new group's first rebalance by group.initial.rebalance.delay.ms, 3 s)
+_JOIN_GRACE_S = 60.0
 
 
 async def _partition_counts(admin: Admin, topics: list[str]) -> dict[str, int]:
@@ -349,14 +352,19 @@ async def _print_records(
     """Print until ``count`` records, ``stop``, or ``idle_s`` seconds without a record;
     ``printed`` gets the last offset written per partition (what a group commits)."""
     seen = 0
-    last = time.monotonic()
+    began = last = time.monotonic()
+    joined = False
     with progress() as bar:
         task = bar.add_task("consuming", total=count, rate="", visible=count is not None)
         while not stop.is_set() and (count is None or seen < count):
             limit = 500 if count is None else min(500, count - seen)
             wait_ms = 200
             if idle_s is not None:
-                left = last + idle_s - time.monotonic()
+                now = time.monotonic()
+                if not joined:  # the wait for records starts once partitions are assigned
+                    joined = bool(consumer.assignment()) or now - began >= _JOIN_GRACE_S
+                    last = now
+                left = last + idle_s - now
                 if left <= 0:
                     break
                 wait_ms = max(1, min(wait_ms, int(left * 1000)))

@@ -252,3 +252,30 @@ def test_the_produce_bar_counts_bytes_in_units() -> None:
     records.add_task("consuming", total=100, rate="")
     records.update(records.task_ids[0], completed=12)
     assert shown(records).strip() == "12/100"
+
+
+async def test_consume_timeout_counts_from_the_assignment() -> None:
+    """--timeout in a group: the time spent joining (no partition yet) does not count,
+    so a group whose first rebalance the broker delays is not given up on."""
+    import asyncio
+    import time
+
+    from aiokproto.cli.io import _print_records
+
+    class Joining:
+        def __init__(self) -> None:
+            self.assigned_at = time.monotonic() + 0.6
+
+        def assignment(self) -> frozenset[TopicPartition]:
+            joined = time.monotonic() >= self.assigned_at
+            return frozenset({TopicPartition("t", 0)}) if joined else frozenset()
+
+        async def getmany(self, timeout_ms: int, max_records: int) -> dict[Any, Any]:
+            await asyncio.sleep(timeout_ms / 1000)
+            return {}
+
+    began = time.monotonic()
+    seen = await _print_records(
+        Joining(), RecordFormatter("{value}"), None, asyncio.Event(), {}, 0.3  # type: ignore[arg-type]
+    )
+    assert seen == 0 and time.monotonic() - began >= 0.85
