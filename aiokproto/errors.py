@@ -76,6 +76,11 @@ class TransactionAbortedError(KafkaError):
     (``abort_transaction()``, or ``stop()`` during the transaction)."""
 
 
+class PurgedError(KafkaError):
+    """The record was not written: ``Producer.purge()`` dropped it from the buffer
+    before it was sent (confluent-kafka: ``KafkaError._PURGE_QUEUE``)."""
+
+
 # -- consumer errors (here rather than in aiokproto.consumer, which re-exports them,
 # so that aiokproto.errors offers every name without importing the consumer)
 

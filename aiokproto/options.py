@@ -349,6 +349,12 @@ class ConsumerOptions(ClientOptions, GroupOptions, total=False):
     check_crcs: bool
     """Check each batch's CRC32C. Default: ``True``."""
 
+    enable_auto_offset_store: bool
+    """``False``: commits without explicit offsets (auto-commit, the commit before a
+    revoke or on ``stop()``, ``commit()`` with no argument) commit only what
+    ``store_offsets()`` stored, never positions: for processing that finishes out of
+    order (confluent-kafka's ``enable.auto.offset.store``). Default: ``True``."""
+
     client_rack: str | None
     """This client's rack, to fetch from a replica in the same rack (KIP-392) and for
     rack-aware assignors. Default: ``None``."""

@@ -36,6 +36,7 @@ from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.protocol.base import Request
 from aiokproto.protocol.messages import metadata as m_metadata
+from aiokproto.reprs import client_repr, connection_fields
 
 if TYPE_CHECKING:
     import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build
@@ -88,6 +89,13 @@ class AdminBase:
         )
         self._conn_metrics = ConnectionMetrics(self._registry, "admin-client")
         self._telemetry: TelemetryReporter | None = None  # KIP-714 metrics push
+
+    def __repr__(self) -> str:
+        return client_repr(
+            self,
+            lambda: ["started" if self._client is not None else "stopped",
+                     *connection_fields(self.config)],
+        )
 
     async def __aenter__(self) -> Self:
         await self.start()

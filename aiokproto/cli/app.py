@@ -19,7 +19,9 @@ from aiokproto.cli.topics import cluster, topics
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="aiokproto")
-@click.option("--verbose", "-v", count=True, help="Show the client's warnings (-vv: info).")
+@click.option(
+    "--verbose", "-v", count=True, help="Show the client's warnings (-vv: info, -vvv: debug)."
+)
 def cli(verbose: int) -> None:
     """aiokproto: a Kafka client on the command line.
 

@@ -25,11 +25,14 @@ import click
 from rich.console import Console
 from rich.progress import (
     BarColumn,
+    DownloadColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
+    TransferSpeedColumn,
 )
 from rich.table import Table
 
@@ -69,6 +72,8 @@ class Settings:
     client: dict[str, Any]
     output: str = "table"
     file: FileOptions = field(default_factory=FileOptions)
+    #: --timeout came from the command line or the environment, not the default
+    timeout_given: bool = False
 
     @property
     def json(self) -> bool:
@@ -190,6 +195,12 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="Give up on the cluster after this long [env AIOKPROTO_TIMEOUT].",
     ),
     click.option(
+        "--verbose",
+        "-v",
+        count=True,
+        help="Show the client's warnings (-vv: info, -vvv: debug); also before the command.",
+    ),
+    click.option(
         "--output",
         "-o",
         envvar="AIOKPROTO_OUTPUT",
@@ -230,8 +241,20 @@ def command(
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
             shared = {k: kwargs.pop(k) for k in _NAMES}
+            ctx = click.get_current_context()
+            verbose = kwargs.pop("verbose")
+            if verbose:  # -v after the command adds to any before it
+                configure_logging(verbose + ctx.find_root().params.get("verbose", 0))
+            source = ctx.get_parameter_source("timeout")
+            given = source is not None and source is not click.core.ParameterSource.DEFAULT
+
+            def make() -> Coroutine[Any, Any, None]:
+                settings = _settings(**shared)
+                settings.timeout_given = given
+                return fn(settings, **kwargs)
+
             # config-file errors are usage errors too: handled inside run()
-            run(lambda: fn(_settings(**shared), **kwargs))
+            run(make)
 
         decorated: Callable[..., Any] = wrapper
         for option in reversed(_OPTIONS):
@@ -351,13 +374,19 @@ def configure_logging(verbose: int) -> None:
     logging.getLogger().setLevel(level)
 
 
-def progress(transient: bool = True) -> Progress:
-    """A progress bar on stderr; off when stderr is not a terminal (pipes, scripts)."""
+def progress(transient: bool = True, *, in_bytes: bool = False) -> Progress:
+    """A progress bar on stderr; off when stderr is not a terminal (pipes, scripts).
+
+    Counts are of records (``12/100``), or with ``in_bytes`` of bytes in units
+    (``1.2/18.9 MB`` and ``MB/s``)."""
+    counted: list[ProgressColumn] = (
+        [DownloadColumn(), TransferSpeedColumn()] if in_bytes else [MofNCompleteColumn()]
+    )
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        *counted,
         TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
         console=err,

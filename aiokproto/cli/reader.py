@@ -87,12 +87,24 @@ class ChunkReader:
 async def read_lines(reader: ChunkReader, on_read: Callable[[int], None]) -> AsyncIterator[bytes]:
     """Lines without their newline (``\\n`` or ``\\r\\n``); ``on_read`` gets the size of
     each chunk. A last line without a newline is a line too."""
+    async for lines in read_line_lists(reader, on_read):
+        for line in lines:
+            yield line
+
+
+async def read_line_lists(
+    reader: ChunkReader, on_read: Callable[[int], None]
+) -> AsyncIterator[list[bytes]]:
+    """``read_lines``' lines, a list per chunk read: the caller loops over each list
+    without an ``async for`` step per line (a third of ``produce``'s time per record)."""
     rest = b""
     while chunk := await reader.read():
         on_read(len(chunk))
         lines = (rest + chunk).split(b"\n")
         rest = lines.pop()
-        for line in lines:
-            yield line.removesuffix(b"\r")
+        if b"\r" in chunk:
+            lines = [line.removesuffix(b"\r") for line in lines]
+        if lines:
+            yield lines
     if rest:
-        yield rest.removesuffix(b"\r")
+        yield [rest.removesuffix(b"\r")]

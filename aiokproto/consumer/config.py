@@ -59,6 +59,10 @@ class ConsumerConfig:
     client_rack: str | None = None
     key_deserializer: Deserializer | None = None
     value_deserializer: Deserializer | None = None
+    #: False: commits without explicit offsets (auto-commit included) commit what
+    #: ``store_offsets()`` stored, not the positions (confluent-kafka's
+    #: ``enable.auto.offset.store``)
+    enable_auto_offset_store: bool = True
 
     def __post_init__(self) -> None:
         if self.group_id is not None and (not isinstance(self.group_id, str) or not self.group_id):
@@ -85,8 +89,9 @@ class ConsumerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise KafkaConfigError(f"{name} must be an int >= {low}, not {value!r}")
-        if not isinstance(self.check_crcs, bool):
-            raise KafkaConfigError(f"check_crcs must be a bool, not {self.check_crcs!r}")
+        for name in ("check_crcs", "enable_auto_offset_store"):
+            if not isinstance(getattr(self, name), bool):
+                raise KafkaConfigError(f"{name} must be a bool, not {getattr(self, name)!r}")
         if self.client_rack is not None and not isinstance(self.client_rack, str):
             raise KafkaConfigError(f"client_rack must be a str or None, not {self.client_rack!r}")
         for name in ("key_deserializer", "value_deserializer"):

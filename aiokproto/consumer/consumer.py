@@ -41,6 +41,7 @@ from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.metrics.telemetry import TelemetryReporter
+from aiokproto.reprs import client_repr, connection_fields
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -223,6 +224,7 @@ class Consumer(Generic[K, V]):
             },
         )
         self._subs = SubscriptionState()
+        self._subs.use_stored = not self._config.enable_auto_offset_store
         self._subs.not_yet_consumed = self._not_yet_consumed
         self._subs.on_revoking = self._drop_revoking
         self._offsets = OffsetClient(self._client, isolation_level=self._config.isolation)
@@ -253,6 +255,21 @@ class Consumer(Generic[K, V]):
         self._looked_up: set[str] = set()  # topics partitions_for_topic() asked about
         if topics:
             self._subs.subscribe(topics)
+
+    def __repr__(self) -> str:
+        return client_repr(self, self._repr_fields)
+
+    def _repr_fields(self) -> list[str]:
+        fields = [self._state, *connection_fields(self._client.config)]
+        if self._config.group_id is not None:
+            fields.append(f"group_id={self._config.group_id!r}")
+        subs = self._subs
+        if subs.kind == "pattern" and subs.pattern is not None:
+            fields.append(f"pattern={subs.pattern.pattern!r}")
+        elif subs.kind == "topics":
+            fields.append(f"topics={sorted(subs.topics)}")
+        fields.append(f"assigned={len(subs.assigned())}")
+        return fields
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -697,6 +714,50 @@ class Consumer(Generic[K, V]):
                 tp = _check_tp(key)
                 checked[tp] = _commit_offset(tp, value)
         await group.commit(checked, timeout_ms=timeout_ms)
+
+    def store_offsets(
+        self,
+        records: ConsumerRecord | Iterable[ConsumerRecord] | None = None,
+        *,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+    ) -> None:
+        """Store what a commit without explicit offsets commits, for processing that
+        finishes out of order (confluent-kafka's ``store_offsets``; needs
+        ``enable_auto_offset_store=False``).
+
+        ``records``: a record or records done with (each stores its offset + 1);
+        ``offsets``: next offsets to consume, as for ``commit()``. Auto-commit, the
+        commit before a rebalance takes partitions away (or on ``stop()``), and
+        ``commit()`` with no argument then commit the stored offsets, never positions;
+        a partition with nothing stored is not committed. Each call replaces what was
+        stored for its partitions (the last call wins, lower or not). A partition not
+        assigned to this consumer is refused (``IllegalStateError``, nothing stored);
+        what was stored for a partition is forgotten when it is revoked.
+        """
+        if not self._subs.use_stored:
+            raise IllegalStateError(
+                "store_offsets() needs a Consumer created with enable_auto_offset_store=False"
+            )
+        self._need_group("store_offsets()", while_revoking=True)
+        wanted: dict[TopicPartition, OffsetAndMetadata] = {}
+        if records is not None:
+            for r in (records,) if isinstance(records, ConsumerRecord) else records:
+                if not isinstance(r, ConsumerRecord):
+                    raise KafkaConfigError(f"store_offsets: {r!r} is not a ConsumerRecord")
+                tp = TopicPartition(r.topic, r.partition)
+                wanted[tp] = _commit_offset(
+                    tp, OffsetAndMetadata(r.offset + 1, "", r.leader_epoch)
+                )
+        for key, value in (offsets or {}).items():
+            tp = _check_tp(key)
+            wanted[tp] = _commit_offset(tp, value)
+        states = self._subs.states()
+        missing = sorted(tp for tp in wanted if tp not in states)
+        if missing:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+            raise IllegalStateError(f"store_offsets: {names} not assigned to this consumer")
+        for tp, om in wanted.items():
+            states[tp].stored = om
 
     async def committed(
         self, partition: TopicPartition, *, timeout_ms: int | None = None

@@ -43,6 +43,7 @@ class PartitionState:
         "reset",
         "revoking",
         "seeks",
+        "stored",
         "validate_epoch",
     )
 
@@ -77,6 +78,9 @@ class PartitionState:
         # just assigned, on_partitions_assigned still running (it may seek): nothing is
         # fetched, handed out or looked up until it returns
         self.held = False
+        # what store_offsets() stored (enable_auto_offset_store=False): commits take
+        # it instead of the position; gone with the state when the partition is revoked
+        self.stored: OffsetAndMetadata | None = None
 
     @property
     def fetchable(self) -> bool:
@@ -181,6 +185,9 @@ class SubscriptionState:
         self.on_revoking: Callable[[frozenset[TopicPartition]], None] | None = None
         # states that left the assignment with records handed out but not committed
         self._retired: dict[TopicPartition, PartitionState] = {}
+        #: enable_auto_offset_store=False: commits without offsets (auto-commit, the
+        #: commit before a revoke or a leave, commit()) take the stored offsets
+        self.use_stored = False
 
     def add_change_listener(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` (synchronously) after the assignment changes or a partition
@@ -465,8 +472,12 @@ class SubscriptionState:
         """Position and epoch of every assigned partition that has a position.
 
         Records the consumer has taken from the fetcher but not yet given to the
-        application (``async for`` hands out a chunk one by one) do not count.
+        application (``async for`` hands out a chunk one by one) do not count. With
+        ``use_stored``, the offsets ``store_offsets()`` stored instead (partitions with
+        none are left out).
         """
+        if self.use_stored:
+            return {tp: s.stored for tp, s in self._states.items() if s.stored is not None}
         out = {
             tp: OffsetAndMetadata(s.position, "", s.leader_epoch)
             for tp, s in self._states.items()

@@ -282,14 +282,20 @@ def wrap_send(original: Callable[..., Awaitable[Any]], tracing: Tracing) -> Call
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Any = None,
+        *,
+        on_delivery: Any = None,
     ) -> Any:
         try:
             span, headers = tracing.start_send(self, topic, key, partition, value is None, headers)
         except Exception:  # never let the instrumentation break a send
             log.exception("aiokproto.otel: could not start a send span")
-            return await original(self, topic, value, key, partition, timestamp_ms, headers)
+            return await original(
+                self, topic, value, key, partition, timestamp_ms, headers, on_delivery=on_delivery
+            )
         try:
-            handle = await original(self, topic, value, key, partition, timestamp_ms, headers)
+            handle = await original(
+                self, topic, value, key, partition, timestamp_ms, headers, on_delivery=on_delivery
+            )
         except BaseException as exc:
             failed(span, exc)
             span.end()

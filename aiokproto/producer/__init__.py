@@ -6,7 +6,19 @@ idempotence (``batch``: sequence and epoch bookkeeping) and Java-compatible
 partitioning (``partitioner``).
 """
 
-from aiokproto.producer.delivery import BatchDelivery, DeliveryFuture, RecordMetadata
+from aiokproto.producer.delivery import (
+    BatchDelivery,
+    DeliveryFuture,
+    RecordMetadata,
+    wait_delivered,
+)
 from aiokproto.producer.producer import Producer, SerializationError
 
-__all__ = ["BatchDelivery", "DeliveryFuture", "Producer", "RecordMetadata", "SerializationError"]
+__all__ = [
+    "BatchDelivery",
+    "DeliveryFuture",
+    "Producer",
+    "RecordMetadata",
+    "SerializationError",
+    "wait_delivered",
+]

@@ -433,6 +433,28 @@ class Accumulator:
             for batch in waiting:
                 self.fail(batch, error)
 
+    def purge(self, error: BaseException) -> int:
+        """Fail the batches never handed to the sender (queued, not numbered, never
+        sent): their records cannot have been written. A batch in flight or waiting for
+        a retry may have been, so it stays. Returns the number of records failed."""
+        unsent: list[ProducerBatch] = []
+        for pq in self._all:
+            found = [b for b in pq.batches if b.attempts == 0 and b.sequence == NO_SEQUENCE]
+            if found:
+                pq.batches = deque(b for b in pq.batches if b not in found)
+                if pq.open in found:
+                    pq.open = None
+                unsent += found
+        # every one out of its queue first: the first failure may end a transaction,
+        # which fails what is still queued with TransactionAbortedError
+        for batch in unsent:
+            self.fail(batch, error)
+        return sum(batch.record_count for batch in unsent)
+
+    def undelivered(self) -> int:
+        """Records buffered or in flight."""
+        return sum(batch.builder.record_count for batch in self.incomplete)
+
     def fail_all(self, error: BaseException) -> None:
         """Fail every batch still held (shutdown)."""
         for pq in self._all:

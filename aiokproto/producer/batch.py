@@ -17,7 +17,7 @@ from collections import deque
 from typing import Any, Final, NamedTuple
 
 from aiokproto.errors import KafkaError
-from aiokproto.producer.delivery import BatchResult
+from aiokproto.producer.delivery import BatchResult, HandleState
 from aiokproto.records import RecordBatchBuilder
 
 NO_SEQUENCE: Final = -1
@@ -50,6 +50,7 @@ class ProducerBatch:
         "created",
         "deadline",
         "future",
+        "handles",
         "in_flight",
         "last_error",
         "metered",
@@ -92,6 +93,8 @@ class ProducerBatch:
         # callback per batch instead of one per record): DeliveryFuture.add_done_callback's
         # flat runs of (callback, delta, timestamp, ksize, vsize)
         self.callbacks: list[Any] | None = None
+        # per-record handle state once a handle was cancelled or had a callback removed
+        self.handles: HandleState | None = None
         self.last_error: KafkaError | None = None
         # the connection its current attempt was handed to (order checks); None else
         self.conn: object | None = None

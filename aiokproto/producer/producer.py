@@ -31,6 +31,7 @@ from aiokproto.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    PurgedError,
     RecordTooLargeError,
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
@@ -46,6 +47,7 @@ from aiokproto.producer.built import BatchBuilder
 from aiokproto.producer.delivery import (
     BatchDelivery,
     DeliveryFuture,
+    OnDelivery,
     RecordMetadata,
     Segment,
     first_delivered,
@@ -63,6 +65,7 @@ from aiokproto.producer.sender import Sender
 from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
+from aiokproto.reprs import client_repr, connection_fields
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -385,8 +388,16 @@ class Producer(Generic[SK, SV]):
         self._yield_next = False
 
     def __repr__(self) -> str:
+        return client_repr(self, self._repr_fields)
+
+    def _repr_fields(self) -> list[str]:
         state = "running" if self._running else "closed" if self._closed else "new"
-        return f"<Producer {state} {self.config.client_id}>"
+        fields = [state, *connection_fields(self.config)]
+        if self.options.transactional_id is not None:
+            fields.append(f"transactional_id={self.options.transactional_id!r}")
+        if self._running:
+            fields.append(f"undelivered={len(self)}")
+        return fields
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -570,6 +581,9 @@ class Producer(Generic[SK, SV]):
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
+        *,
+        on_delivery: Callable[[BaseException | None, RecordMetadata | None], object]
+        | None = None,
     ) -> DeliveryFuture:
         """Buffer one record; returns an awaitable that gives its ``RecordMetadata``.
 
@@ -578,7 +592,18 @@ class Producer(Generic[SK, SV]):
         applied to keys/values that are not None. A record too large for
         ``max_request_size``/``buffer_memory`` gets a handle that fails with
         ``RecordTooLargeError`` (nothing else is affected).
+
+        ``on_delivery(error, metadata)`` (confluent-kafka's per-message callback) is
+        called on the event loop once the record's fate is known: ``(None,
+        RecordMetadata)`` if it was written, ``(error, None)`` if not. An exception it
+        raises is logged, never propagated.
         """
+        if on_delivery is not None:
+            if not callable(on_delivery):
+                raise TypeError(f"on_delivery must be callable, not {on_delivery!r}")
+            sent = await _send(self, topic, value, key, partition, timestamp_ms, headers)
+            sent.add_done_callback(OnDelivery(on_delivery))
+            return sent
         if _send_fast is not None and partition is None and headers is None:
             # the common case below in one C call; None: something is off it
             handle = _send_fast(self, topic, value, key, timestamp_ms)
@@ -892,6 +917,29 @@ class Producer(Generic[SK, SV]):
             raise KafkaTimeoutError(
                 f"flush: {len(pending)} batch(es) still undelivered after {timeout_ms} ms"
             )
+
+    def __len__(self) -> int:
+        """Records not delivered yet: buffered or in flight (confluent-kafka's
+        ``len(producer)``). Records still waiting in ``send()`` for memory or metadata
+        are not counted."""
+        acc = getattr(self, "_acc", None)
+        return 0 if acc is None else acc.undelivered()
+
+    def __bool__(self) -> bool:
+        return True  # a producer with nothing undelivered is still a producer
+
+    def purge(self) -> int:
+        """Drop the records buffered and not sent yet: their handles fail with
+        ``PurgedError`` (and ``flush()`` stops waiting for them). Records in flight, or
+        waiting to be retried, may already be written and are left to finish. Returns
+        the number of records dropped.
+
+        In a transaction, purging makes it abortable (as in confluent-kafka): the
+        records are not in it, so ``commit_transaction()`` raises and
+        ``abort_transaction()`` ends it."""
+        if not self._running:
+            return 0
+        return self._acc.purge(PurgedError("purged before it was sent (Producer.purge())"))
 
     async def _wait_in_flight(self) -> bool:
         """Wait (within max_block_ms) for every batch still held to be resolved; False
@@ -1272,6 +1320,10 @@ class _SpaceWait:
         self.future = future
         self.granted = False
 
+
+# send() as defined here, whatever wraps Producer.send later (the OpenTelemetry
+# instrumentor): its on_delivery path calls this, so a wrapper sees one call
+_send = Producer.send
 
 # send()'s common case compiled (None in the pure build): the C code reads and writes
 # these classes' __slots__ at their offsets, checked against the classes bound here

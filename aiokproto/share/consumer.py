@@ -70,6 +70,7 @@ from aiokproto.protocol.messages.share_fetch import (
     ShareFetchRequestForgottenTopic,
 )
 from aiokproto.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
+from aiokproto.reprs import client_repr, connection_fields
 from aiokproto.share.acks import AckBook, AcknowledgeType, ack_type, to_batches
 from aiokproto.share.member import Answer, ShareMember, classify
 from aiokproto.share.records import Acquired, ShareRecord, acquired_records
@@ -278,6 +279,18 @@ class ShareConsumer(Generic[K, V]):
         self._lock_timeout_ms: int | None = None
         self._iter: deque[ShareRecord[Any, Any]] = deque()
         self._stopped = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return client_repr(
+            self,
+            lambda: [
+                self._state,
+                *connection_fields(self._client_config),
+                f"group_id={self._opts.group_id!r}",
+                f"topics={sorted(self._topics)}",
+                f"assigned={len(self._assigned)}",
+            ],
+        )
 
     # -- lifecycle --------------------------------------------------------------------
 

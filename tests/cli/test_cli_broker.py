@@ -170,6 +170,8 @@ def test_produce_json_lines_and_positions(bs: list[str], topic_name: str) -> Non
     assert proc.stdout.splitlines() == ["0"]
     bad = failed(cli("produce", topic_name, "--json", *bs, stdin='{"value": 1}\nnot json\n'), 1)
     assert "line 2: not JSON" in bad and "1 records sent before it" in bad
+    bad = failed(cli("produce", topic_name, "-K", ":", *bs, stdin="a:1\n\nb:2\nnosep\n"), 1)
+    assert "line 4: no key separator ':' (2 records sent before it)" in bad
 
 
 def test_groups_lag_reset_delete(bs: list[str], topic_name: str) -> None:
@@ -222,3 +224,25 @@ def test_sigint_stops_consume_and_commits_what_was_printed(
     lag = ok("groups", "lag", group, *bs)
     assert {p["partition"]: p["current"] for p in lag["partitions"]} == dict(counts)
     assert lag["total_lag"] == 0
+
+
+def test_consume_without_a_group_says_where_it_reads_and_honours_timeout(
+    kafka: KafkaService, topic_name: str
+) -> None:
+    b = ["-b", kafka.bootstrap_servers]
+    ok("topics", "create", topic_name, *b)
+    began = time.monotonic()
+    empty = failed(cli("consume", topic_name, *b, "--timeout", "2"), 1)
+    assert time.monotonic() - began < 15  # it used to wait until Ctrl-C
+    assert "no --group: reading new records from the end" in empty
+    assert "--from-beginning" in empty and "no record within --timeout 2 s" in empty
+    ok("produce", topic_name, *b, stdin="a\nb\nc\n")
+    # what is there, then --timeout without a record ends it: a success, and no hint
+    proc = cli("consume", topic_name, *b, "--from-beginning", "--timeout", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["a", "b", "c"]
+    assert "no --group" not in proc.stderr and "consumed 3 records" in proc.stderr
+    # fewer than --count within --timeout is an error, as for perf consume
+    short = failed(cli("consume", topic_name, *b, "--from-beginning", "-n", "5",
+                       "--timeout", "2", "-g", f"g-{topic_name}"), 1)
+    assert "3 of 5 records within --timeout 2 s" in short

@@ -363,3 +363,16 @@ async def test_share_consumer_records_get_receive_spans_linked_to_the_producer(
         assert poll.attributes is not None
         assert poll.attributes["messaging.consumer.group.name"] == group
         assert poll.links[0].context.span_id == send.get_span_context().span_id
+
+
+async def test_an_instrumented_send_takes_on_delivery(
+    kafka: Any, topic_name: str, otel: Otel
+) -> None:
+    reports: list[Any] = []
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as p:
+        handle = await p.send(topic_name, b"v", on_delivery=lambda e, m: reports.append((e, m)))
+        meta = await handle
+        await asyncio.sleep(0)
+    assert reports == [(None, meta)]
+    (span,) = otel.spans()
+    assert span.name == f"send {topic_name}"

@@ -9,14 +9,20 @@ import copy
 import gc
 import logging
 import pickle
+import sys
 import weakref
 from typing import Any
 
 import pytest
 
 from aiokproto import accel
-from aiokproto.errors import KafkaTimeoutError
-from aiokproto.producer.delivery import BatchResult, DeliveryFuture, append_to
+from aiokproto.errors import KafkaTimeoutError, RecordTooLargeError
+from aiokproto.producer.delivery import (
+    BatchResult,
+    DeliveryFuture,
+    append_to,
+    wait_delivered,
+)
 
 from .test_accumulator import Rig
 
@@ -251,3 +257,190 @@ async def test_a_handle_copies_and_pickles_as_in_python() -> None:
             h._ksize,
             h._vsize,
         )
+
+
+# -- a handle is a future to asyncio: gather/wait/wait_for take it without a Task --------
+
+
+def _counting_tasks(loop: asyncio.AbstractEventLoop) -> list[int]:
+    made = [0]
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        made[0] += 1
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    loop.set_task_factory(factory)  # type: ignore[arg-type]
+    return made
+
+
+async def test_gather_over_100000_handles_makes_no_task() -> None:
+    rig = Rig(batch_size=1 << 20)
+    handles = _handles(rig, 100_000)
+    assert asyncio.isfuture(handles[0])
+    loop = asyncio.get_running_loop()
+    made = _counting_tasks(loop)
+    try:
+        gathered = asyncio.gather(*handles)
+        batches = list({id(h.batch): h.batch for h in handles}.values())
+        for batch in batches:
+            batch.future.set_result(OK)  # type: ignore[union-attr]
+        metas = await gathered
+    finally:
+        loop.set_task_factory(None)
+    assert made[0] == 0
+    assert len(metas) == 100_000 and metas[0].offset == 100
+    assert len(batches) > 1 and metas == [h.result() for h in handles]  # each its own
+
+
+async def test_wait_delivered_is_one_wait_per_batch_and_raises_the_first_error() -> None:
+    rig = Rig(batch_size=200)
+    handles = _handles(rig, 30)
+    batches = list({id(h.batch): h.batch for h in handles}.values())
+    assert len(batches) > 2
+    waiting = asyncio.ensure_future(wait_delivered(handles))
+    batches[0].future.set_result(OK)  # type: ignore[union-attr]
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    boom = KafkaTimeoutError("expired")
+    for batch in batches[1:]:
+        batch.future.set_exception(boom)  # type: ignore[union-attr]
+        batch.future.exception()  # type: ignore[union-attr]  # as the accumulator does
+    with pytest.raises(KafkaTimeoutError):
+        await waiting
+    with pytest.raises(RecordTooLargeError):
+        await wait_delivered([DeliveryFuture.failed(RecordTooLargeError("big"))])
+    await wait_delivered([])
+
+
+async def test_cancelling_a_wait_delivered_caller_leaves_the_batch_be() -> None:
+    rig = Rig()
+    handles = _handles(rig, 3)
+    waiting = asyncio.ensure_future(wait_delivered(handles))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert not handles[0].batch.future.cancelled()  # type: ignore[union-attr]
+
+
+async def test_cancel_stops_the_waiters_of_one_record_not_its_delivery() -> None:
+    """cancel() cancels the handle (and every equal one): its callbacks run at once with
+    a cancelled handle, awaiting it raises CancelledError; the record is still
+    delivered and the batch's other records are not touched."""
+    rig = Rig()
+    a, b = _handles(rig, 2)
+    got: list[tuple[str, bool]] = []
+    a.add_done_callback(lambda h: got.append(("a", h.cancelled())))
+    b.add_done_callback(lambda h: got.append(("b", h.cancelled())))
+    waiter = asyncio.ensure_future(_await(a))
+    await asyncio.sleep(0)
+    assert a.cancel("stop") is True
+    assert a.cancel() is False  # once
+    again = DeliveryFuture(a.batch, 0, 0, 0, 0)  # an equal handle: the same record
+    assert again == a and again.cancelled() and again.done()
+    assert a.done() and a.cancelled() and not b.done() and not b.cancelled()
+    assert got == []  # on the loop, as asyncio's futures do
+    with pytest.raises(asyncio.CancelledError):
+        await waiter  # woken at once, not at delivery
+    assert got == [("a", True)]
+    with pytest.raises(asyncio.CancelledError, match="stop"):
+        a.result()
+    with pytest.raises(asyncio.CancelledError):
+        a.exception()
+    late: list[bool] = []
+    a.add_done_callback(lambda h: late.append(h.cancelled()))  # done: on the next turn
+    await asyncio.sleep(0)
+    assert late == [True]
+    batch = a.batch
+    assert batch is not None and not batch.future.done()  # the record is still going
+    batch.future.set_result(OK)
+    await asyncio.sleep(0)
+    assert got == [("a", True), ("b", False)]  # a's callback ran once, b's on delivery
+    assert b.result().offset == 101
+    assert a.cancel() is False and "cancelled" in repr(a)
+
+
+async def _await(handle: DeliveryFuture) -> Any:
+    return await handle
+
+
+async def test_cancelling_a_gather_cancels_its_handles_not_the_records() -> None:
+    rig = Rig()
+    handles = _handles(rig, 5)
+    outside = handles[4]
+    seen: list[int] = []
+    outside.add_done_callback(lambda h: seen.append(h.result().offset))
+    gathered = asyncio.gather(*handles[:4])
+    task = asyncio.ensure_future(gathered)
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # at once: the batch is still pending
+    assert all(h.cancelled() for h in handles[:4]) and not outside.done()
+    batch = outside.batch
+    assert batch is not None and not batch.future.cancelled()
+    batch.future.set_result(OK)
+    await asyncio.sleep(0)
+    assert seen == [104]
+
+
+async def test_one_cancelled_handle_in_a_gather_with_return_exceptions() -> None:
+    rig = Rig()
+    a, b = _handles(rig, 2)
+    gathered = asyncio.gather(a, b, return_exceptions=True)
+    a.cancel()
+    a.batch.future.set_result(OK)  # type: ignore[union-attr]
+    first, second = await gathered
+    assert isinstance(first, asyncio.CancelledError) and second.offset == 101
+
+
+async def test_cancelling_the_awaiting_task_does_not_cancel_the_handle() -> None:
+    rig = Rig()
+    (h,) = _handles(rig, 1)
+    task = asyncio.ensure_future(_await(h))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not h.cancelled() and not h.done()
+    h.batch.future.set_result(OK)  # type: ignore[union-attr]
+    assert (await h).offset == 100
+
+
+async def test_wait_for_a_handle_times_out_and_leaves_the_record() -> None:
+    rig = Rig()
+    a, b = _handles(rig, 2)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(a, 0.01)
+    # 3.11's wait_for cancels the future it waited for (the handle); 3.12's awaits it
+    # in a timeout scope (only the waiting is cancelled): the record goes on either way
+    assert a.cancelled() == (sys.version_info < (3, 12)) and not b.done()
+    assert not a.batch.future.done()  # type: ignore[union-attr]
+    done, pending = await asyncio.wait([b], timeout=0.01)
+    assert not done and pending == {b}
+    b.batch.future.set_result(OK)  # type: ignore[union-attr]
+    assert (await asyncio.wait_for(b, 1)).offset == 101
+    assert await asyncio.shield(b) == b.result()
+
+
+async def test_remove_done_callback_removes_one_records_callbacks_only() -> None:
+    rig = Rig()
+    a, b = _handles(rig, 2)
+    got: list[str] = []
+
+    def cb(h: DeliveryFuture) -> None:
+        got.append("a" if h == a else "b")
+
+    a.add_done_callback(cb)
+    a.add_done_callback(cb)
+    b.add_done_callback(cb)
+    assert a.remove_done_callback(cb) == 2
+    assert a.remove_done_callback(cb) == 0
+    a.add_done_callback(cb)  # added again after the removal: called
+    a.batch.future.set_result(OK)  # type: ignore[union-attr]
+    await asyncio.sleep(0)
+    assert sorted(got) == ["a", "b"]
+    assert b.remove_done_callback(cb) == 0  # done: already scheduled
+    failed = DeliveryFuture.failed(RecordTooLargeError("big"))
+    assert failed.cancel() is False and failed.remove_done_callback(cb) == 0
+    assert failed.get_loop() is asyncio.get_running_loop() is a.get_loop()
