@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 _Key = tuple[int, Purpose]
 
 
+def _reason(error: KafkaError, host: str, port: int) -> str:
+    """A server's error without the address the message repeats."""
+    return str(error).removeprefix(f"cannot connect to {host}:{port}: ")
+
+
 class ClusterClient:
     """Connections and metadata for one Kafka cluster; an async context manager."""
 
@@ -52,6 +57,8 @@ class ClusterClient:
         self._bootstrap = {-(i + 1): addr for i, addr in enumerate(config.bootstrap_servers)}
         # Addresses learned outside Metadata (FindCoordinator answers).
         self._learned: dict[int, tuple[str, int]] = {}
+        # some broker address answered (TCP) at least once: the cluster exists
+        self._reached = False
 
     async def __aenter__(self) -> ClusterClient:
         await self.start()
@@ -61,15 +68,23 @@ class ClusterClient:
         await self.close()
 
     async def start(self) -> None:
-        """Start the metadata actor and learn the cluster (within default_api_timeout_ms).
+        """Start the metadata actor and learn the cluster.
 
         Until a refresh succeeds, each round first opens a connection the way the
         refresh would (least loaded node first, each node once), so that every server's
-        own error is known: if time runs out, ``BootstrapError`` (a connection error and
-        a timeout) names each bootstrap server with its last error.
+        own error is known. While no server could be reached at all (refused, a name
+        that does not resolve, no answer) the wait is bounded by
+        ``bootstrap_timeout_ms``; once one answered, by ``default_api_timeout_ms``. When
+        time runs out, ``BootstrapError`` (a connection error and a timeout) names each
+        bootstrap server with its last error. An error that retrying cannot cure (TLS
+        or SASL refused, the wrong ``security_protocol``) is raised at once.
         """
         await self.metadata.start()
-        timeout = self.config.default_api_timeout_ms / 1000
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        config = self.config
+        api_timeout = config.default_api_timeout_ms / 1000
+        reach_timeout = min(config.bootstrap_timeout_ms / 1000, api_timeout)
         failed: dict[tuple[str, int], KafkaError] = {}  # last error per server
         last: KafkaError | None = None
         last_connection_error: KafkaConnectionError | None = None  # the cause if time runs out
@@ -92,33 +107,44 @@ class ClusterClient:
             return False
 
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(reach_timeout) as deadline:
                 while True:
+                    if self._closed:
+                        raise KafkaConnectionError("the client was closed while starting")
                     try:
+                        connected = await connect_somewhere()
+                        if self._reached and reach_timeout < api_timeout:
+                            # a server answered: the brokers exist, allow the full time
+                            deadline.reschedule(began + api_timeout)
+                            reach_timeout = api_timeout
                         # the refresh goes to the connection just opened (least loaded)
-                        if await connect_somewhere():
+                        if connected:
                             await self.metadata.refresh()
                             return
                     except KafkaError as exc:
-                        if not exc.retriable:
+                        if not exc.retriable or self._closed:
                             raise
                         last = exc
                         if isinstance(exc, KafkaConnectionError):
                             last_connection_error = exc
-                    await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                    await asyncio.sleep(config.retry_backoff_ms / 1000)
         except TimeoutError:
             await self.close()
             last = last or self.metadata.last_error
-            servers = list(self.config.bootstrap_servers)
+            servers = list(config.bootstrap_servers)
             servers += [a for a in failed if a not in servers]  # brokers metadata named
             tried = ", ".join(
-                f"{h}:{p} ({failed[(h, p)]})" if (h, p) in failed else f"{h}:{p}"
+                f"{h}:{p} ({_reason(failed[(h, p)], h, p)})" if (h, p) in failed else f"{h}:{p}"
                 for h, p in servers
             )
-            text = (
-                f"no bootstrap server answered within {timeout:g} s "
-                f"(default_api_timeout_ms); tried {tried}"
-            )
+            if reach_timeout < api_timeout:
+                within = (
+                    f"{reach_timeout:g} s (bootstrap_timeout_ms; raise it to wait longer "
+                    "for brokers that are still starting)"
+                )
+            else:
+                within = f"{api_timeout:g} s (default_api_timeout_ms)"
+            text = f"no bootstrap server answered within {within}; tried {tried}"
             if last is not None and last not in failed.values():
                 text += f"; last error: {last}"
             raise BootstrapError(text) from last_connection_error or last
@@ -205,10 +231,12 @@ class ClusterClient:
         try:
             await conn.open()
         except KafkaError as exc:
+            self._reached |= conn.reached
             backoff.failed(loop.time())
             if exc.retriable:
                 self.metadata.request_refresh()
             raise
+        self._reached = True
         backoff.succeeded()
         self._conns[(node_id, purpose)] = conn
         conn.add_close_listener(self._on_close)

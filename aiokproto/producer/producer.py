@@ -1034,6 +1034,8 @@ class Producer:
             info = snap.topics.get(topic)
             if info is not None and info.partitions:
                 return True
+            if meta.unknown(topic):  # say at once why a send() waits (once per wait)
+                meta.warn_send_waits(topic, log, self._max_block)
             return meta.topic_errors.get(topic) in _FATAL_TOPIC_ERRORS
 
         snapshot = meta.snapshot
