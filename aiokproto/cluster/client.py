@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 from aiokproto.cluster.backoff import Backoff
@@ -59,6 +60,7 @@ class ClusterClient:
         self._learned: dict[int, tuple[str, int]] = {}
         # some broker address answered (TCP) at least once: the cluster exists
         self._reached = False
+        self._on_reached: Callable[[], None] | None = None  # start() extends its deadline
 
     async def __aenter__(self) -> ClusterClient:
         await self.start()
@@ -106,19 +108,20 @@ class ClusterClient:
                         last_connection_error = exc
             return False
 
+        def extend() -> None:
+            # a server answered (TCP): the cluster exists, allow it the full time
+            if not deadline.expired():
+                deadline.reschedule(began + api_timeout)
+
         try:
             async with asyncio.timeout(reach_timeout) as deadline:
+                self._on_reached = extend
                 while True:
                     if self._closed:
                         raise KafkaConnectionError("the client was closed while starting")
                     try:
-                        connected = await connect_somewhere()
-                        if self._reached and reach_timeout < api_timeout:
-                            # a server answered: the brokers exist, allow the full time
-                            deadline.reschedule(began + api_timeout)
-                            reach_timeout = api_timeout
                         # the refresh goes to the connection just opened (least loaded)
-                        if connected:
+                        if await connect_somewhere():
                             await self.metadata.refresh()
                             return
                     except KafkaError as exc:
@@ -137,7 +140,7 @@ class ClusterClient:
                 f"{h}:{p} ({_reason(failed[(h, p)], h, p)})" if (h, p) in failed else f"{h}:{p}"
                 for h, p in servers
             )
-            if reach_timeout < api_timeout:
+            if not self._reached and reach_timeout < api_timeout:
                 within = (
                     f"{reach_timeout:g} s (bootstrap_timeout_ms; raise it to wait longer "
                     "for brokers that are still starting)"
@@ -145,12 +148,14 @@ class ClusterClient:
             else:
                 within = f"{api_timeout:g} s (default_api_timeout_ms)"
             text = f"no bootstrap server answered within {within}; tried {tried}"
-            if last is not None and last not in failed.values():
+            if last is not None and str(last) not in {str(e) for e in failed.values()}:
                 text += f"; last error: {last}"
             raise BootstrapError(text) from last_connection_error or last
         except BaseException:
             await self.close()
             raise
+        finally:
+            self._on_reached = None
 
     async def close(self) -> None:
         self._closed = True
@@ -228,19 +233,23 @@ class ClusterClient:
             purpose=purpose,
             metrics=None if self._metrics is None else self._metrics.node(node_id),
         )
+        conn.on_reached = self._note_reached
         try:
             await conn.open()
         except KafkaError as exc:
-            self._reached |= conn.reached
             backoff.failed(loop.time())
             if exc.retriable:
                 self.metadata.request_refresh()
             raise
-        self._reached = True
         backoff.succeeded()
         self._conns[(node_id, purpose)] = conn
         conn.add_close_listener(self._on_close)
         return conn
+
+    def _note_reached(self) -> None:
+        self._reached = True
+        if self._on_reached is not None:
+            self._on_reached()
 
     def _on_close(self, conn: BrokerConnection, error: BaseException | None) -> None:
         key = (conn.node_id, conn.purpose)

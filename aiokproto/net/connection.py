@@ -220,8 +220,10 @@ class BrokerConnection:
         self.closed_by_client = False
         self._metrics = metrics
         self._counted_open = False  # counted in connection-count, so uncount on close
-        #: the address answered (TCP up), whether or not the connection then opened
+        #: the address answered (TCP up), whether or not the connection then opened;
+        #: ``on_reached()`` is called when it does (before the connection is ready)
         self.reached = False
+        self.on_reached: Callable[[], None] | None = None
         # set when the peer's first bytes were TLS or HTTP: open() raises it
         self._mismatch: KafkaConfigError | None = None
 
@@ -273,7 +275,7 @@ class BrokerConnection:
         except BaseException as exc:
             self._log_failure(exc, began)
             raise
-        self.reached = True
+        self._mark_reached()
         # Only the transport's behaviour is relied on (write/abort/get_extra_info):
         # uvloop's transports are not subclasses of asyncio.Transport.
         self._transport = transport
@@ -324,12 +326,12 @@ class BrokerConnection:
                 f"socket_connection_setup_timeout_ms={setup_ms}"
             ) from None
         except ssl.SSLError as exc:
-            self.reached = True
+            self._mark_reached()
             raise await self._tls_failed(exc) from exc
         except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
             if ssl_ctx is None:
                 raise KafkaConnectionError(f"cannot connect to {address}: {_text(exc)}") from exc
-            self.reached = True  # TCP was up: the TLS handshake was cut off
+            self._mark_reached()  # TCP was up: the TLS handshake was cut off
             raise await self._tls_failed(exc) from exc
         except socket.gaierror as exc:
             raise KafkaConnectionError(
@@ -345,6 +347,12 @@ class BrokerConnection:
             # encoded (a NUL byte, a label IDNA rejects); OverflowError: a bad port
             raise KafkaConnectionError(f"cannot connect to {address}: {_text(exc)}") from exc
         return transport
+
+    def _mark_reached(self) -> None:
+        if not self.reached:
+            self.reached = True
+            if self.on_reached is not None:
+                self.on_reached()
 
     async def _tls_failed(self, exc: OSError) -> KafkaError:
         """The error for a failed TLS handshake, naming what to change."""

@@ -241,6 +241,8 @@ class ShareConsumer:
         self._changed = asyncio.Event()
         self._wake_heartbeat = asyncio.Event()
         self._client = ClusterClient(self._client_config, self._conn_metrics)
+        # a subscribed topic that does not exist: say so once (else nothing is assigned)
+        self._client.metadata.add_refresh_listener(self._warn_missing_topics)
         self._telemetry = TelemetryReporter(
             self._client,
             self._registry,
@@ -325,6 +327,11 @@ class ShareConsumer:
             if not isinstance(t, str) or not t:
                 raise KafkaConfigError(f"topic names must be non-empty strings, not {t!r}")
         return frozenset(names)
+
+    def _warn_missing_topics(self) -> None:
+        if self._client is not None:
+            owner = f"share group {self._opts.group_id!r}"
+            self._client.metadata.warn_missing_subscribed(self._member.topics, log, owner)
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Subscribe to ``topics`` (replaces the previous subscription; empty leaves)."""
