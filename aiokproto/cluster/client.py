@@ -157,6 +157,10 @@ class ClusterClient:
         finally:
             self._on_reached = None
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     async def close(self) -> None:
         self._closed = True
         await self.metadata.close()
@@ -212,6 +216,9 @@ class ClusterClient:
             raise
         finally:
             self._opening.pop(key, None)
+        if self._closed:  # close() ran meanwhile (and cancelled fut): nothing is kept
+            conn.close()
+            raise KafkaConnectionError("the client was closed")
         fut.set_result(conn)
         return conn
 

@@ -252,6 +252,8 @@ class ShareConsumer:
         )
         try:
             await self._client.start()
+            if self._client.closed:  # stop() was called while the cluster answered
+                raise ConsumerStoppedError("the share consumer was stopped while starting")
             await self._telemetry.start()
         except BaseException:
             await self._telemetry.close()
@@ -273,7 +275,10 @@ class ShareConsumer:
         release the rest), close the share sessions, leave the group; bounded by
         ``timeout_ms`` (``default_api_timeout_ms``)."""
         if self._state in ("new", "stopped"):
+            client = self._client if self._state == "new" else None
             self._state = "stopped"
+            if client is not None:  # start() waits for the cluster: it ends now
+                await client.close()
             return
         if self._state == "stopping":
             while not self._stopped.is_set():

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from aiokproto import Admin, Consumer, Producer, ShareConsumer
-from aiokproto.errors import BootstrapError, KafkaConnectionError
+from aiokproto.errors import BootstrapError, KafkaConnectionError, KafkaError
 from tests.clients import client_for
 from tests.cluster.test_bootstrap_error import closed_port
 
@@ -177,3 +177,32 @@ async def test_closing_the_cluster_client_ends_a_waiting_start() -> None:
     await client.close()
     with pytest.raises(KafkaConnectionError, match="closed while starting"):
         await asyncio.wait_for(starting, 2)
+
+
+@pytest.mark.parametrize("make", [Producer, Consumer, Admin, share])
+async def test_stop_during_a_failing_start_ends_it_at_once(make: Callable[..., Any]) -> None:
+    client = make(bootstrap_servers=f"127.0.0.1:{closed_port()}")
+    starting = asyncio.ensure_future(client.start())
+    await asyncio.sleep(0.5)  # failing, retrying (the deadline is 5 s away)
+    began = time.monotonic()
+    await stop(client)
+    with pytest.raises(KafkaError, match="while starting"):
+        await asyncio.wait_for(starting, 2)
+    assert time.monotonic() - began < 1.5  # was: start() went on until its deadline
+    await asyncio.sleep(0.05)
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not [t for t in others if "aiokproto" in t.get_name()], others
+
+
+@pytest.mark.parametrize("make", [Producer, Admin, share])
+async def test_a_start_stopped_before_it_finished_leaves_the_client_stopped(
+    kafka: Any, make: Callable[..., Any]
+) -> None:
+    client = make(bootstrap_servers=kafka.bootstrap_servers)
+    starting = asyncio.ensure_future(client.start())
+    await asyncio.sleep(0)  # start() is under way
+    await stop(client)
+    with pytest.raises(KafkaError, match="while starting"):
+        await asyncio.wait_for(starting, 5)
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not [t for t in others if "aiokproto" in t.get_name() and not t.done()], others
