@@ -291,7 +291,7 @@ class BrokerConnection:
             self._kill(exc if isinstance(exc, KafkaError) else KafkaConnectionError(str(exc)))
             mismatch = self._mismatch
             self._log_failure(mismatch or exc, began)
-            if mismatch is not None:
+            if mismatch is not None and not isinstance(exc, asyncio.CancelledError):
                 raise mismatch from None
             raise
         self._arm_idle_timer()
@@ -438,6 +438,7 @@ class BrokerConnection:
         if log.isEnabledFor(logging.DEBUG):
             took = (asyncio.get_running_loop().time() - began) * 1000
             outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else _text(exc)
+            outcome = outcome.removeprefix(f"cannot connect to {self.host}:{self.port}: ")
             log.debug(
                 "connecting to %s:%d (%s, node %d, %s) failed after %.0f ms: %s",
                 self.host,
