@@ -216,9 +216,13 @@ class ClusterClient:
             raise
         finally:
             self._opening.pop(key, None)
-        if self._closed:  # close() ran meanwhile (and cancelled fut): nothing is kept
+        if self._closed:  # close() ran meanwhile: the connection is not kept
             conn.close()
-            raise KafkaConnectionError("the client was closed")
+            error = KafkaConnectionError("the client was closed")
+            if not fut.done():
+                fut.set_exception(error)
+                fut.exception()  # retrieved: waiters may not exist
+            raise error
         fut.set_result(conn)
         return conn
 
