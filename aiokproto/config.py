@@ -65,6 +65,10 @@ class ClientConfig:
     client_id: str = "aiokproto"
     request_timeout_ms: int = 30_000
     default_api_timeout_ms: int = 60_000
+    # start(): how long to retry while no bootstrap server could be reached at all
+    # (refused, unresolvable, no answer); raise it for a service that starts before
+    # its brokers. Once one was reached, default_api_timeout_ms bounds start().
+    bootstrap_timeout_ms: int = 5_000
     socket_connection_setup_timeout_ms: int = 10_000
     connections_max_idle_ms: int = 540_000
     max_in_flight_requests_per_connection: int = 5
@@ -95,6 +99,7 @@ class ClientConfig:
     def __post_init__(self) -> None:
         for name in (
             "default_api_timeout_ms",
+            "bootstrap_timeout_ms",
             "metadata_max_age_ms",
             "retry_backoff_ms",
             "retry_backoff_max_ms",

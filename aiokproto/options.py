@@ -65,6 +65,12 @@ class ClientOptions(TypedDict, total=False):
     """How long opening one connection (the TCP connect and the TLS handshake) may
     take. Default: ``10000`` ms."""
 
+    bootstrap_timeout_ms: int
+    """How long ``start()`` keeps trying while no bootstrap server has answered at all
+    (every address refuses, times out or does not resolve) before it raises
+    ``BootstrapError``; raise it for services that start before their brokers. Once any
+    server answered, ``default_api_timeout_ms`` applies. Default: ``5000`` ms."""
+
     connections_max_idle_ms: int
     """A connection unused for this long is closed. Default: ``540000`` ms."""
 

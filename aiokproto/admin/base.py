@@ -82,6 +82,7 @@ class AdminBase:
         # Admin lookups of a topic must never create it.
         self.config: ClientConfig = dataclasses.replace(config, allow_auto_create_topics=False)
         self._client: ClusterClient | None = None
+        self._starting: ClusterClient | None = None  # close() during start() closes it
         self._registry = MetricsRegistry(
             config.client_id,
             window_ms=config.metrics_sample_window_ms,
@@ -108,14 +109,23 @@ class AdminBase:
         """Connect to the cluster and learn its metadata."""
         if self._client is not None:
             return
-        client = ClusterClient(self.config, self._conn_metrics)
-        await client.start()
+        client = self._starting = ClusterClient(self.config, self._conn_metrics)
+        try:
+            await client.start()
+        finally:
+            closed, self._starting = self._starting is None, None
+        if closed:  # close() was called while the cluster answered
+            await client.close()
+            raise IllegalStateError("the Admin was closed while starting")
         self._client = client
         self._telemetry = TelemetryReporter(client, self._registry, "admin", self.config)
         await self._telemetry.start()
 
     async def close(self) -> None:
         """Close the connections, after pushing the last client metrics (KIP-714)."""
+        starting, self._starting = self._starting, None
+        if starting is not None:  # start() waits for the cluster: it ends now
+            await starting.close()
         client, self._client = self._client, None
         if client is not None:
             if self._telemetry is not None:

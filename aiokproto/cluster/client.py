@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 from aiokproto import accel
@@ -28,6 +29,11 @@ from aiokproto.protocol.base import Request
 log = logging.getLogger(__name__)
 
 _Key = tuple[int, Purpose]
+
+
+def _reason(error: KafkaError, host: str, port: int) -> str:
+    """A server's error without the address the message repeats."""
+    return str(error).removeprefix(f"cannot connect to {host}:{port}: ")
 
 
 class ClusterClient:
@@ -54,6 +60,9 @@ class ClusterClient:
         self._bootstrap = {-(i + 1): addr for i, addr in enumerate(config.bootstrap_servers)}
         # Addresses learned outside Metadata (FindCoordinator answers).
         self._learned: dict[int, tuple[str, int]] = {}
+        # some broker address answered (TCP) at least once: the cluster exists
+        self._reached = False
+        self._on_reached: Callable[[], None] | None = None  # start() extends its deadline
 
     async def __aenter__(self) -> ClusterClient:
         await self.start()
@@ -63,15 +72,23 @@ class ClusterClient:
         await self.close()
 
     async def start(self) -> None:
-        """Start the metadata actor and learn the cluster (within default_api_timeout_ms).
+        """Start the metadata actor and learn the cluster.
 
         Until a refresh succeeds, each round first opens a connection the way the
         refresh would (least loaded node first, each node once), so that every server's
-        own error is known: if time runs out, ``BootstrapError`` (a connection error and
-        a timeout) names each bootstrap server with its last error.
+        own error is known. While no server could be reached at all (refused, a name
+        that does not resolve, no answer) the wait is bounded by
+        ``bootstrap_timeout_ms``; once one answered, by ``default_api_timeout_ms``. When
+        time runs out, ``BootstrapError`` (a connection error and a timeout) names each
+        bootstrap server with its last error. An error that retrying cannot cure (TLS
+        or SASL refused, the wrong ``security_protocol``) is raised at once.
         """
         await self.metadata.start()
-        timeout = self.config.default_api_timeout_ms / 1000
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        config = self.config
+        api_timeout = config.default_api_timeout_ms / 1000
+        reach_timeout = min(config.bootstrap_timeout_ms / 1000, api_timeout)
         failed: dict[tuple[str, int], KafkaError] = {}  # last error per server
         last: KafkaError | None = None
         last_connection_error: KafkaConnectionError | None = None  # the cause if time runs out
@@ -93,40 +110,58 @@ class ClusterClient:
                         last_connection_error = exc
             return False
 
+        def extend() -> None:
+            # a server answered (TCP): the cluster exists, allow it the full time
+            if not deadline.expired():
+                deadline.reschedule(began + api_timeout)
+
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(reach_timeout) as deadline:
+                self._on_reached = extend
                 while True:
+                    if self._closed:
+                        raise KafkaConnectionError("the client was closed while starting")
                     try:
                         # the refresh goes to the connection just opened (least loaded)
                         if await connect_somewhere():
                             await self.metadata.refresh()
                             return
                     except KafkaError as exc:
-                        if not exc.retriable:
+                        if not exc.retriable or self._closed:
                             raise
                         last = exc
                         if isinstance(exc, KafkaConnectionError):
                             last_connection_error = exc
-                    await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                    await asyncio.sleep(config.retry_backoff_ms / 1000)
         except TimeoutError:
             await self.close()
             last = last or self.metadata.last_error
-            servers = list(self.config.bootstrap_servers)
+            servers = list(config.bootstrap_servers)
             servers += [a for a in failed if a not in servers]  # brokers metadata named
             tried = ", ".join(
-                f"{h}:{p} ({failed[(h, p)]})" if (h, p) in failed else f"{h}:{p}"
+                f"{h}:{p} ({_reason(failed[(h, p)], h, p)})" if (h, p) in failed else f"{h}:{p}"
                 for h, p in servers
             )
-            text = (
-                f"no bootstrap server answered within {timeout:g} s "
-                f"(default_api_timeout_ms); tried {tried}"
-            )
-            if last is not None and last not in failed.values():
+            if not self._reached and reach_timeout < api_timeout:
+                within = (
+                    f"{reach_timeout:g} s (bootstrap_timeout_ms; raise it to wait longer "
+                    "for brokers that are still starting)"
+                )
+            else:
+                within = f"{api_timeout:g} s (default_api_timeout_ms)"
+            text = f"no bootstrap server answered within {within}; tried {tried}"
+            if last is not None and str(last) not in {str(e) for e in failed.values()}:
                 text += f"; last error: {last}"
             raise BootstrapError(text) from last_connection_error or last
         except BaseException:
             await self.close()
             raise
+        finally:
+            self._on_reached = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     async def close(self) -> None:
         self._closed = True
@@ -183,6 +218,13 @@ class ClusterClient:
             raise
         finally:
             self._opening.pop(key, None)
+        if self._closed:  # close() ran meanwhile: the connection is not kept
+            conn.close()
+            error = KafkaConnectionError("the client was closed")
+            if not fut.done():
+                fut.set_exception(error)
+                fut.exception()  # retrieved: waiters may not exist
+            raise error
         fut.set_result(conn)
         return conn
 
@@ -204,6 +246,7 @@ class ClusterClient:
             purpose=purpose,
             metrics=None if self._metrics is None else self._metrics.node(node_id),
         )
+        conn.on_reached = self._note_reached
         try:
             await conn.open()
         except KafkaError as exc:
@@ -215,6 +258,11 @@ class ClusterClient:
         self._conns[(node_id, purpose)] = conn
         conn.add_close_listener(self._on_close)
         return conn
+
+    def _note_reached(self) -> None:
+        self._reached = True
+        if self._on_reached is not None:
+            self._on_reached()
 
     def _on_close(self, conn: BrokerConnection, error: BaseException | None) -> None:
         key = (conn.node_id, conn.purpose)

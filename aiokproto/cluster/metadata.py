@@ -11,8 +11,10 @@ on the wire may predate what the caller saw. Only the topics in use are asked fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from types import MappingProxyType
@@ -156,6 +158,9 @@ class MetadataCache:
         self._closed = False
         # an outage makes every refresh fail the same way: say so once, then summarise
         self._refresh_failed = RepeatingWarning(log)
+        # topic -> loop time until which its "does not exist" warning is not repeated
+        self._missing_warned: dict[str, float] = {}
+        self._refresh_listeners: list[Callable[[], None]] = []
 
     async def __aenter__(self) -> MetadataCache:
         await self.start()
@@ -239,6 +244,60 @@ class MetadataCache:
     @property
     def tracked(self) -> frozenset[str]:
         return frozenset(self._topics)
+
+    # -- missing topics ----------------------------------------------------------
+
+    def unknown(self, topic: str) -> bool:
+        """The last answer said ``topic`` does not exist (UNKNOWN_TOPIC_OR_PARTITION:
+        auto-creation is off, or the broker refused to create it)."""
+        return self.topic_errors.get(topic) == UnknownTopicOrPartitionError.errno
+
+    def warn_missing(
+        self, topic: str, logger: logging.Logger, message: str, *, quiet_s: float = math.inf
+    ) -> None:
+        """Log ``message`` as a WARNING about missing ``topic``, unless one was logged
+        for it less than ``quiet_s`` (that warning's) ago; re-armed once it exists."""
+        now = asyncio.get_running_loop().time()
+        if self._missing_warned.get(topic, -math.inf) > now:
+            return
+        self._missing_warned[topic] = now + quiet_s
+        logger.warning("%s", message)
+
+    def warn_send_waits(self, topic: str, logger: logging.Logger, wait_s: float) -> None:
+        """``warn_missing`` for a send() that waits up to ``wait_s`` for ``topic``
+        (max_block_ms): once per such wait, however many records wait."""
+        deadline = time.strftime("%H:%M:%S", time.localtime(time.time() + wait_s))
+        self.warn_missing(
+            topic,
+            logger,
+            f"topic {topic!r} is not in metadata; auto-creation is disabled or the topic "
+            f"does not exist: waiting for it until {deadline} (max_block_ms="
+            f"{wait_s * 1000:.0f}), then KafkaTimeoutError",
+            quiet_s=wait_s,
+        )
+
+    def warn_missing_subscribed(
+        self, topics: Iterable[str], logger: logging.Logger, owner: str
+    ) -> None:
+        """``warn_missing`` for each of a consumer's subscribed ``topics`` that the last
+        answer said does not exist (once per topic, until it exists)."""
+        for topic in topics:
+            if self.unknown(topic):
+                self.warn_missing(
+                    topic,
+                    logger,
+                    f"{owner}: subscribed topic {topic!r} is not in metadata; auto-creation "
+                    "is disabled or the topic does not exist: it gets no partitions until "
+                    "it is created",
+                )
+
+    def add_refresh_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every successful refresh (until removed)."""
+        self._refresh_listeners.append(listener)
+
+    def remove_refresh_listener(self, listener: Callable[[], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._refresh_listeners.remove(listener)
 
     # -- refreshing --------------------------------------------------------------
 
@@ -348,6 +407,14 @@ class MetadataCache:
             for w in waiters:
                 if not w.done():
                     w.set_result(snap)
+            if self._missing_warned:  # a topic that exists now is warned about again
+                for topic in [t for t in self._missing_warned if t in snap.topics]:
+                    del self._missing_warned[topic]
+            for listener in list(self._refresh_listeners):
+                try:
+                    listener()
+                except Exception:  # a listener's bug must not stop the refreshes
+                    log.exception("a metadata refresh listener failed")
             # Unknown or leaderless topics that are in use: poll again soon, backing off
             # up to retry_backoff_max while they stay so (a deleted topic would
             # otherwise be asked for ten times a second for as long as it is tracked).

@@ -212,6 +212,7 @@ class Consumer(Generic[K, V]):
             num_samples=client_config.metrics_num_samples,
         )
         self._client = ClusterClient(client_config, ConnectionMetrics(self._registry, "consumer"))
+        self._client.metadata.add_refresh_listener(self._warn_missing_topics)
         self._telemetry = TelemetryReporter(  # KIP-714 metrics push
             self._client,
             self._registry,
@@ -1043,6 +1044,14 @@ class Consumer(Generic[K, V]):
         # released: until then the assignment's positions are not settled.
         if version == self._subs.assignment_version and not self._subs.any_held():
             self._positions_version = version
+
+    def _warn_missing_topics(self) -> None:
+        """After each metadata refresh: warn once per subscribed topic the brokers say
+        does not exist (the consumer would just be assigned nothing from it)."""
+        if self._subs.kind == "topics":
+            gid = self._config.group_id
+            owner = "consumer" if gid is None else f"group {gid!r}"
+            self._client.metadata.warn_missing_subscribed(self._subs.topics, log, owner)
 
     def _assign_all_subscribed(self) -> None:
         """No group: a subscription means every partition of the subscribed topics."""

@@ -13,6 +13,7 @@ protocol callbacks and one watchdog timer drive it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import socket
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from aiokproto.errors import (
     KafkaAuthenticationError,
+    KafkaConfigError,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
@@ -31,7 +33,8 @@ from aiokproto.errors import (
     for_code,
 )
 from aiokproto.net.config import ConnectionConfig
-from aiokproto.net.framing import FrameAssembler
+from aiokproto.net.framing import FrameAssembler, foreign_protocol
+from aiokproto.net.security import SecurityConfig
 from aiokproto.protocol.base import Request, Response
 from aiokproto.protocol.headers import (
     decode_response_header,
@@ -55,6 +58,28 @@ CloseListener = Callable[["BrokerConnection", BaseException | None], None]
 _INT32 = struct.Struct(">i")
 _SOFTWARE_NAME = "aiokproto"
 _SOFTWARE_VERSION = "0.1.0"
+# OpenSSL's verify codes for a certificate that does not name the host or IP
+_X509_HOSTNAME_MISMATCH = 62
+_X509_IP_ADDRESS_MISMATCH = 64
+# OpenSSL reasons for a handshake answered by something that is not TLS
+_NOT_TLS_REASONS = frozenset(
+    {
+        "WRONG_VERSION_NUMBER",
+        "HTTP_REQUEST",
+        "PACKET_LENGTH_TOO_LONG",
+        "RECORD_LAYER_FAILURE",
+        "UNEXPECTED_EOF_WHILE_READING",
+        "UNKNOWN_PROTOCOL",
+        "EOF",
+    }
+)
+# bound of the plaintext probe after a TLS handshake that got no TLS answer
+_PROBE_TIMEOUT_MS = 2_000
+
+
+def _text(exc: BaseException) -> str:
+    """An exception as text, never empty (``ConnectionResetError()`` prints nothing)."""
+    return str(exc) or type(exc).__name__
 
 
 def api_name(api_key: int) -> str:
@@ -107,6 +132,10 @@ class _Protocol(asyncio.BufferedProtocol):
     def __init__(self, conn: BrokerConnection) -> None:
         self._conn = conn
         self._frames = FrameAssembler(conn.config.max_response_size)
+        # the first read's buffer: its first bytes may say the peer is no Kafka
+        # listener (TLS or HTTP where Kafka was expected)
+        self._first: memoryview | None = None
+        self._checked = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         sock = transport.get_extra_info("socket")
@@ -114,9 +143,17 @@ class _Protocol(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._frames.get_buffer()
+        buf = self._frames.get_buffer()
+        if not self._checked:
+            self._first = buf
+        return buf
 
     def buffer_updated(self, nbytes: int) -> None:
+        if not self._checked:
+            self._checked = True
+            first, self._first = self._first, None
+            if first is not None and self._conn._foreign_peer(bytes(first[: min(nbytes, 64)])):
+                return
         try:
             frames = self._frames.buffer_updated(nbytes)
         except KafkaProtocolError as exc:
@@ -183,6 +220,12 @@ class BrokerConnection:
         self.closed_by_client = False
         self._metrics = metrics
         self._counted_open = False  # counted in connection-count, so uncount on close
+        #: the address answered (TCP up), whether or not the connection then opened;
+        #: ``on_reached()`` is called when it does (before the connection is ready)
+        self.reached = False
+        self.on_reached: Callable[[], None] | None = None
+        # set when the peer's first bytes were TLS or HTTP: open() raises it
+        self._mismatch: KafkaConfigError | None = None
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {self.purpose}>"
@@ -209,33 +252,30 @@ class BrokerConnection:
         self._listeners.append(listener)
 
     async def open(self) -> None:
-        """Connect, negotiate API versions, authenticate. Raises a typed error on failure."""
+        """Connect, negotiate API versions, authenticate. Raises a typed error on failure.
+
+        Each attempt and its outcome is logged at DEBUG. A port that speaks TLS to a
+        plaintext client, or plaintext to a TLS client, raises ``KafkaConfigError``
+        naming the ``security_protocol`` to set (not retriable: it cannot change).
+        Afterwards ``reached`` says whether the address answered at all."""
         loop = asyncio.get_running_loop()
         security = self.config.security
         ssl_ctx = security.build_ssl_context()
-        setup_timeout = self.config.socket_connection_setup_timeout_ms / 1000
+        began = loop.time()
+        log.debug(
+            "connecting to %s:%d (%s, node %d, %s)",
+            self.host,
+            self.port,
+            security.security_protocol,
+            self.node_id,
+            self.purpose,
+        )
         try:
-            async with asyncio.timeout(setup_timeout):
-                transport, _ = await loop.create_connection(
-                    lambda: _Protocol(self),
-                    self.host,
-                    self.port,
-                    ssl=ssl_ctx,
-                    server_hostname=self.host if ssl_ctx is not None else None,
-                )
-        except TimeoutError:
-            raise KafkaConnectionError(
-                f"connecting to {self.host}:{self.port} took longer than "
-                f"socket_connection_setup_timeout_ms={self.config.socket_connection_setup_timeout_ms}"
-            ) from None
-        except ssl.SSLError as exc:
-            raise KafkaAuthenticationError(
-                f"TLS handshake with {self.host}:{self.port} failed: {exc}"
-            ) from exc
-        except (OSError, ValueError, OverflowError) as exc:
-            # ValueError (UnicodeError among them): a host a broker named that cannot be
-            # encoded (a NUL byte, a label IDNA rejects); OverflowError: a bad port
-            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+            transport = await self._connect(ssl_ctx)
+        except BaseException as exc:
+            self._log_failure(exc, began)
+            raise
+        self._mark_reached()
         # Only the transport's behaviour is relied on (write/abort/get_extra_info):
         # uvloop's transports are not subclasses of asyncio.Transport.
         self._transport = transport
@@ -249,8 +289,166 @@ class BrokerConnection:
                 await self._authenticate()
         except BaseException as exc:
             self._kill(exc if isinstance(exc, KafkaError) else KafkaConnectionError(str(exc)))
+            mismatch = self._mismatch
+            self._log_failure(mismatch or exc, began)
+            if mismatch is not None and not isinstance(exc, asyncio.CancelledError):
+                raise mismatch from None
             raise
         self._arm_idle_timer()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "connected to %s:%d (%s, node %d, %s) in %.0f ms",
+                self.host,
+                self.port,
+                security.security_protocol,
+                self.node_id,
+                self.purpose,
+                (loop.time() - began) * 1000,
+            )
+
+    async def _connect(self, ssl_ctx: ssl.SSLContext | None) -> Any:
+        """The transport (TCP, and TLS with ``ssl_ctx``), or a typed error saying why not."""
+        loop = asyncio.get_running_loop()
+        setup_ms = self.config.socket_connection_setup_timeout_ms
+        address = f"{self.host}:{self.port}"
+        try:
+            async with asyncio.timeout(setup_ms / 1000):
+                transport, _ = await loop.create_connection(
+                    lambda: _Protocol(self),
+                    self.host,
+                    self.port,
+                    ssl=ssl_ctx,
+                    server_hostname=self.host if ssl_ctx is not None else None,
+                )
+        except TimeoutError:
+            raise KafkaConnectionError(
+                f"connecting to {address} took longer than "
+                f"socket_connection_setup_timeout_ms={setup_ms}"
+            ) from None
+        except ssl.SSLError as exc:
+            self._mark_reached()
+            raise await self._tls_failed(exc) from exc
+        except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
+            if ssl_ctx is None:
+                raise KafkaConnectionError(f"cannot connect to {address}: {_text(exc)}") from exc
+            self._mark_reached()  # TCP was up: the TLS handshake was cut off
+            raise await self._tls_failed(exc) from exc
+        except socket.gaierror as exc:
+            raise KafkaConnectionError(
+                f"cannot connect to {address}: the host name does not resolve: "
+                f"{exc.strerror or exc}"
+            ) from exc
+        except ConnectionRefusedError as exc:
+            raise KafkaConnectionError(
+                f"cannot connect to {address}: connection refused, nothing listens there"
+            ) from exc
+        except (OSError, ValueError, OverflowError) as exc:
+            # ValueError (UnicodeError among them): a host a broker named that cannot be
+            # encoded (a NUL byte, a label IDNA rejects); OverflowError: a bad port
+            raise KafkaConnectionError(f"cannot connect to {address}: {_text(exc)}") from exc
+        return transport
+
+    def _mark_reached(self) -> None:
+        if not self.reached:
+            self.reached = True
+            if self.on_reached is not None:
+                self.on_reached()
+
+    async def _tls_failed(self, exc: OSError) -> KafkaError:
+        """The error for a failed TLS handshake, naming what to change."""
+        address = f"{self.host}:{self.port}"
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            if exc.verify_code in (_X509_HOSTNAME_MISMATCH, _X509_IP_ADDRESS_MISMATCH):
+                hint = (
+                    f"the broker's certificate is not valid for {self.host!r}: connect "
+                    "with a host name the certificate lists, or (test certificates only) "
+                    "set ssl_check_hostname=False"
+                )
+            else:
+                hint = (
+                    "the broker's certificate is not trusted: set ssl_cafile to the CA "
+                    "certificate that signed it (or pass an ssl_context that trusts it)"
+                )
+            return KafkaAuthenticationError(
+                f"TLS handshake with {address} failed: {exc.verify_message.rstrip('.')}; {hint}"
+            )
+        not_tls = (
+            not isinstance(exc, ssl.SSLError)
+            or isinstance(exc, ssl.SSLEOFError)
+            or exc.reason in _NOT_TLS_REASONS
+        )
+        if not_tls and await self._answers_plaintext():
+            protocol = self.config.security.security_protocol
+            plain = "SASL_PLAINTEXT" if protocol == "SASL_SSL" else "PLAINTEXT"
+            also = ""
+            if plain == "PLAINTEXT":
+                also = ' (or "SASL_PLAINTEXT" if the listener uses SASL)'
+            return KafkaConfigError(
+                f"{address} is a plaintext listener, not TLS: the TLS handshake failed "
+                f"({_text(exc)}) and the port answers Kafka without TLS; security_protocol "
+                f'is "{protocol}": set security_protocol="{plain}"{also}, or use the '
+                "brokers' TLS port"
+            )
+        if isinstance(exc, ssl.SSLError):
+            return KafkaAuthenticationError(f"TLS handshake with {address} failed: {exc}")
+        return KafkaConnectionError(f"TLS handshake with {address} failed: {_text(exc)}")
+
+    async def _answers_plaintext(self) -> bool:
+        """Whether the port answers ApiVersions without TLS (after a handshake that got
+        no TLS answer): if so the listener is plaintext, for certain."""
+        plain = dataclasses.replace(self.config, security=SecurityConfig())
+        probe = BrokerConnection(self.host, self.port, plain, node_id=self.node_id)
+        limit = min(_PROBE_TIMEOUT_MS, self.config.socket_connection_setup_timeout_ms)
+        try:
+            async with asyncio.timeout(limit / 1000):
+                await probe.open()
+        except (KafkaError, TimeoutError):
+            return False
+        finally:
+            probe.close()
+        return True
+
+    def _foreign_peer(self, head: bytes) -> bool:
+        """Fail the connection if its first bytes are TLS or HTTP; True if they were."""
+        kind = foreign_protocol(head)
+        if kind is None:
+            return False
+        address = f"{self.host}:{self.port}"
+        protocol = self.config.security.security_protocol
+        if kind == "TLS":
+            tls = "SASL_SSL" if protocol == "SASL_PLAINTEXT" else "SSL"
+            also = ' (or "SASL_SSL" if the listener uses SASL)' if tls == "SSL" else ""
+            text = (
+                f"{address} speaks TLS (it answered with a TLS record, bytes "
+                f'{head[:5].hex(" ")}), but security_protocol is "{protocol}": set '
+                f'security_protocol="{tls}"{also}, with ssl_cafile for the brokers\' CA'
+            )
+        else:
+            line = head.split(b"\r\n", 1)[0].decode("ascii", "replace")
+            text = (
+                f"{address} is an HTTP server (it answered {line!r}), not a Kafka "
+                "listener: check the port (bootstrap_servers, or the brokers' "
+                "advertised.listeners)"
+            )
+        self._mismatch = KafkaConfigError(text)
+        self._kill(KafkaConnectionError(f"{self} failed: {text}"))
+        return True
+
+    def _log_failure(self, exc: BaseException, began: float) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            took = (asyncio.get_running_loop().time() - began) * 1000
+            outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else _text(exc)
+            outcome = outcome.removeprefix(f"cannot connect to {self.host}:{self.port}: ")
+            log.debug(
+                "connecting to %s:%d (%s, node %d, %s) failed after %.0f ms: %s",
+                self.host,
+                self.port,
+                self.config.security.security_protocol,
+                self.node_id,
+                self.purpose,
+                took,
+                outcome,
+            )
 
     def close(self) -> None:
         """Close now; requests still in flight fail with ``KafkaConnectionError``."""

@@ -20,6 +20,18 @@ _SIZE = struct.Struct(">i")
 _MIN_FREE = 4096  # compact the scratch buffer when less than this is free at its end
 
 
+def foreign_protocol(head: bytes) -> str | None:
+    """What a peer's first bytes are when they clearly are not a Kafka answer: ``"TLS"``
+    (a TLS record: content type 20-23, major version 3) or ``"HTTP"`` (a status line);
+    None otherwise. The first answer on a connection (ApiVersions) is a few KB, so its
+    size prefix starts with a zero byte, and these never do."""
+    if head[:1] and 20 <= head[0] <= 23 and head[1:2] in (b"", b"\x03"):
+        return "TLS"
+    if head.startswith(b"HTTP/"):
+        return "HTTP"
+    return None
+
+
 class FrameAssembler:
     """Turns the bytes of a connection into whole frame payloads (size prefix removed)."""
 

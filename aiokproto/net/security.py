@@ -96,7 +96,13 @@ class SecurityConfig:
             if self.ssl_certfile:
                 ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, self.ssl_password)
         except (OSError, ssl.SSLError) as exc:
-            raise KafkaConfigError(f"cannot build the TLS context: {exc}") from exc
+            files = ", ".join(
+                f"{name}={getattr(self, name)!r}"
+                for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+                if getattr(self, name) is not None
+            )
+            source = f" from {files}" if files else ""
+            raise KafkaConfigError(f"cannot build the TLS context{source}: {exc}") from exc
         return ctx
 
     async def new_mechanism(self) -> SaslMechanism:

@@ -349,6 +349,7 @@ class Producer(Generic[SK, SV]):
         # the largest charge a record may have: its whole batch must fit a request
         self._max_charge = opts.max_record_size - BATCH_HEADER - RECORD_OVERHEAD_BOUND
         self._client: ClusterClient | None = None
+        self._starting: ClusterClient | None = None  # stop() during start() closes it
         self._sender: Sender | None = None
         self._registry = MetricsRegistry(
             config.client_id,
@@ -414,9 +415,14 @@ class Producer(Generic[SK, SV]):
             return
         if self._closed:
             raise IllegalStateError("this Producer was stopped; create a new one")
-        client = ClusterClient(self.config, self._conn_metrics)
-        await client.start()
+        client = self._starting = ClusterClient(self.config, self._conn_metrics)
         try:
+            await client.start()
+        finally:
+            self._starting = None
+        try:
+            if self._closed:  # stop() was called while the cluster answered
+                raise IllegalStateError("the Producer was stopped while starting")
             loop = asyncio.get_running_loop()
             sender_box: list[Sender] = []
             acc = Accumulator(
@@ -477,6 +483,8 @@ class Producer(Generic[SK, SV]):
         if task is None:
             if not self._running:
                 self._closed = True
+                if self._starting is not None:  # start() waits for the cluster: ends now
+                    await self._starting.close()
                 return
             self._running = self._accepting = self._plain = False
             self._closed = True
@@ -1135,6 +1143,8 @@ class Producer(Generic[SK, SV]):
             info = snap.topics.get(topic)
             if info is not None and info.partitions:
                 return True
+            if meta.unknown(topic):  # say at once why a send() waits (once per wait)
+                meta.warn_send_waits(topic, log, self._max_block)
             return meta.topic_errors.get(topic) in _FATAL_TOPIC_ERRORS
 
         snapshot = meta.snapshot

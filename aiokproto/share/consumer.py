@@ -310,6 +310,8 @@ class ShareConsumer(Generic[K, V]):
         self._changed = asyncio.Event()
         self._wake_heartbeat = asyncio.Event()
         self._client = ClusterClient(self._client_config, self._conn_metrics)
+        # a subscribed topic that does not exist: say so once (else nothing is assigned)
+        self._client.metadata.add_refresh_listener(self._warn_missing_topics)
         self._telemetry = TelemetryReporter(
             self._client,
             self._registry,
@@ -319,6 +321,8 @@ class ShareConsumer(Generic[K, V]):
         )
         try:
             await self._client.start()
+            if self._client.closed:  # stop() was called while the cluster answered
+                raise ConsumerStoppedError("the share consumer was stopped while starting")
             await self._telemetry.start()
         except BaseException:
             await self._telemetry.close()
@@ -340,7 +344,10 @@ class ShareConsumer(Generic[K, V]):
         release the rest), close the share sessions, leave the group; bounded by
         ``timeout_ms`` (``default_api_timeout_ms``)."""
         if self._state in ("new", "stopped"):
+            client = self._client if self._state == "new" else None
             self._state = "stopped"
+            if client is not None:  # start() waits for the cluster: it ends now
+                await client.close()
             return
         if self._state == "stopping":
             while not self._stopped.is_set():
@@ -394,6 +401,11 @@ class ShareConsumer(Generic[K, V]):
             if not isinstance(t, str) or not t:
                 raise KafkaConfigError(f"topic names must be non-empty strings, not {t!r}")
         return frozenset(names)
+
+    def _warn_missing_topics(self) -> None:
+        if self._client is not None:
+            owner = f"share group {self._opts.group_id!r}"
+            self._client.metadata.warn_missing_subscribed(self._member.topics, log, owner)
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Subscribe to ``topics`` (replaces the previous subscription; empty leaves)."""

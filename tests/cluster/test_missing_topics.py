@@ -1,0 +1,106 @@
+"""A topic the brokers say does not exist (auto-creation off): a send() that waits for
+it says so at once, once per wait, and until when; a consumer subscribed to it warns
+once per topic instead of just being "assigned nothing"."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import pytest
+
+from aiokproto import Consumer, Producer, ShareConsumer
+from aiokproto.errors import KafkaTimeoutError
+
+WHY = "is not in metadata; auto-creation is disabled or the topic does not exist"
+
+
+class Warned(logging.Handler):
+    """Sets ``event`` at the first WARNING about ``topic`` under aiokproto's loggers."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(logging.WARNING)
+        self.topic = topic
+        self.event = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if repr(self.topic) in record.getMessage():
+            self.event.set()
+
+    def __enter__(self) -> asyncio.Event:
+        logging.getLogger("aiokproto").addHandler(self)
+        return self.event
+
+    def __exit__(self, *exc_info: object) -> None:
+        logging.getLogger("aiokproto").removeHandler(self)
+
+
+def warnings_about(caplog: pytest.LogCaptureFixture, topic: str) -> list[logging.LogRecord]:
+    return [
+        r for r in caplog.records if r.levelno == logging.WARNING and repr(topic) in r.getMessage()
+    ]
+
+
+async def test_a_send_to_a_missing_topic_warns_once_at_once(
+    kafka: Any, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers, allow_auto_create_topics=False, max_block_ms=1000
+    ) as producer:
+        with Warned(topic_name) as warned:
+            sends = [asyncio.ensure_future(producer.send(topic_name, b"v")) for _ in range(20)]
+            # at once, long before max_block_ms runs out
+            await asyncio.wait_for(warned.wait(), 0.9)
+        outcomes = await asyncio.gather(*sends, return_exceptions=True)
+        assert all(isinstance(o, KafkaTimeoutError) for o in outcomes), outcomes
+        [record] = warnings_about(caplog, topic_name)  # one for 20 records
+        assert record.name == "aiokproto.producer.producer"
+        text = record.getMessage()
+        assert f"topic {topic_name!r} {WHY}" in text
+        assert re.search(r"waiting for it until \d\d:\d\d:\d\d \(max_block_ms=1000\)", text)
+        # a later wait (the first one is over) says it again
+        with pytest.raises(KafkaTimeoutError):
+            await producer.send(topic_name, b"again")
+        assert len(warnings_about(caplog, topic_name)) == 2
+
+
+@pytest.mark.parametrize("group", [True, False], ids=["group", "no-group"])
+async def test_a_consumer_warns_once_per_missing_subscribed_topic(
+    kafka: Any, topic_name: str, caplog: pytest.LogCaptureFixture, group: bool
+) -> None:
+    caplog.set_level(logging.INFO)
+    missing = [f"{topic_name}-a", f"{topic_name}-b"]
+    options: dict[str, Any] = {"group_id": f"g-{topic_name}"} if group else {}
+    async with Consumer(
+        *missing,
+        bootstrap_servers=kafka.bootstrap_servers,
+        allow_auto_create_topics=False,
+        **options,
+    ) as consumer:
+        # the metadata of a missing topic is asked for again and again meanwhile
+        assert await consumer.getmany(timeout_ms=1500) == {}
+    for topic in missing:
+        [record] = warnings_about(caplog, topic)
+        assert record.name == "aiokproto.consumer.consumer"
+        owner = f"group 'g-{topic_name}'" if group else "consumer"
+        assert record.getMessage().startswith(f"{owner}: subscribed topic {topic!r} {WHY}")
+
+
+async def test_a_share_consumer_warns_once_per_missing_topic(
+    kafka: Any, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    async with ShareConsumer(
+        topic_name,
+        bootstrap_servers=kafka.bootstrap_servers,
+        group_id=f"g-{topic_name}",
+        allow_auto_create_topics=False,
+    ):
+        with Warned(topic_name) as warned:
+            await asyncio.wait_for(warned.wait(), 5)
+        await asyncio.sleep(1)  # more refreshes: still one warning
+    [record] = warnings_about(caplog, topic_name)
+    assert record.getMessage().startswith(f"share group 'g-{topic_name}': subscribed topic")
