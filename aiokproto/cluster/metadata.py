@@ -47,6 +47,11 @@ _TRANSIENT_TOPIC_ERRORS = {5, 6, 9, 56, 74, 75}
 
 MetadataSender = Callable[[Any], Awaitable[Any]]
 
+# A KRaft broker auto-creating a topic answers UNKNOWN_TOPIC_OR_PARTITION until it
+# exists (about 0.1 s on Kafka 4.3.1): with auto-creation asked for, a topic is only
+# warned about as missing once it has stayed unknown this long.
+AUTO_CREATE_GRACE_S = 1.0
+
 
 def _partition_layout_error(name: str, indexes: list[int]) -> str | None:
     """Why a topic's partition list is malformed, or None: a broker lists partitions
@@ -160,6 +165,8 @@ class MetadataCache:
         self._refresh_failed = RepeatingWarning(log)
         # topic -> loop time until which its "does not exist" warning is not repeated
         self._missing_warned: dict[str, float] = {}
+        # topic -> loop time of the first warn_missing() about it (auto-creation on)
+        self._unknown_since: dict[str, float] = {}
         self._refresh_listeners: list[Callable[[], None]] = []
 
     async def __aenter__(self) -> MetadataCache:
@@ -256,9 +263,15 @@ class MetadataCache:
         self, topic: str, logger: logging.Logger, message: str, *, quiet_s: float = math.inf
     ) -> None:
         """Log ``message`` as a WARNING about missing ``topic``, unless one was logged
-        for it less than ``quiet_s`` (that warning's) ago; re-armed once it exists."""
+        for it less than ``quiet_s`` (that warning's) ago, or auto-creation is asked for
+        and it has been missing for less than ``AUTO_CREATE_GRACE_S`` (it is likely being
+        created); re-armed once it exists."""
         now = asyncio.get_running_loop().time()
         if self._missing_warned.get(topic, -math.inf) > now:
+            return
+        if self._auto_create and now - self._unknown_since.setdefault(topic, now) < (
+            AUTO_CREATE_GRACE_S
+        ):
             return
         self._missing_warned[topic] = now + quiet_s
         logger.warning("%s", message)
@@ -410,6 +423,9 @@ class MetadataCache:
             if self._missing_warned:  # a topic that exists now is warned about again
                 for topic in [t for t in self._missing_warned if t in snap.topics]:
                     del self._missing_warned[topic]
+            if self._unknown_since:
+                for topic in [t for t in self._unknown_since if t in snap.topics]:
+                    del self._unknown_since[topic]
             for listener in list(self._refresh_listeners):
                 try:
                     listener()

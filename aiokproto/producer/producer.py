@@ -1157,10 +1157,14 @@ class Producer(Generic[SK, SV]):
             except KafkaTimeoutError:
                 code = meta.topic_errors.get(topic)
                 why = f"; the broker says {for_code(code).__name__}" if code else ""
+                fix = (
+                    "enable auto.create.topics.enable on the brokers"
+                    if self.config.allow_auto_create_topics
+                    else "let the producer ask for it (allow_auto_create_topics=True)"
+                )
                 raise KafkaTimeoutError(
                     f"topic {topic!r} not present in metadata after "
-                    f"{self.options.max_block_ms} ms (max_block_ms){why}. Create it, or "
-                    f"enable auto.create.topics.enable on the brokers"
+                    f"{self.options.max_block_ms} ms (max_block_ms){why}. Create it, or {fix}"
                 ) from None
         if not alive():
             self._check_running()

@@ -1,6 +1,8 @@
 """A topic the brokers say does not exist (auto-creation off): a send() that waits for
 it says so at once, once per wait, and until when; a consumer subscribed to it warns
-once per topic instead of just being "assigned nothing"."""
+once per topic instead of just being "assigned nothing". A topic being auto-created
+(the default) is not warned about: a KRaft broker answers UNKNOWN_TOPIC_OR_PARTITION
+for it too, for about 0.1 s."""
 
 from __future__ import annotations
 
@@ -12,7 +14,15 @@ from typing import Any
 import pytest
 
 from aiokproto import Consumer, Producer, ShareConsumer
+from aiokproto.cluster import metadata
 from aiokproto.errors import KafkaTimeoutError
+from aiokproto.protocol.messages.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponseTopic,
+)
+from tests.clients import client_for
+from tests.fake_broker import FakeBroker, Received, Reply
 
 WHY = "is not in metadata; auto-creation is disabled or the topic does not exist"
 
@@ -56,6 +66,8 @@ async def test_a_send_to_a_missing_topic_warns_once_at_once(
             await asyncio.wait_for(warned.wait(), 0.9)
         outcomes = await asyncio.gather(*sends, return_exceptions=True)
         assert all(isinstance(o, KafkaTimeoutError) for o in outcomes), outcomes
+        # the setting at fault is this client's, not the brokers'
+        assert "allow_auto_create_topics=True" in str(outcomes[0])
         [record] = warnings_about(caplog, topic_name)  # one for 20 records
         assert record.name == "aiokproto.producer.producer"
         text = record.getMessage()
@@ -104,3 +116,57 @@ async def test_a_share_consumer_warns_once_per_missing_topic(
         await asyncio.sleep(1)  # more refreshes: still one warning
     [record] = warnings_about(caplog, topic_name)
     assert record.getMessage().startswith(f"share group 'g-{topic_name}': subscribed topic")
+
+
+async def test_a_topic_being_auto_created_is_not_warned_about(
+    kafka: Any, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every first send() to a new topic, and every new group subscribed to one, logged
+    # "auto-creation is disabled or the topic does not exist" while it was being created.
+    caplog.set_level(logging.WARNING)
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as producer:
+        meta = await producer.send_and_wait(topic_name, b"v")
+    assert meta.topic == topic_name
+    subscribed = f"{topic_name}-sub"
+    async with Consumer(
+        subscribed, bootstrap_servers=kafka.bootstrap_servers, group_id=f"g-{topic_name}"
+    ) as consumer:
+        while not consumer.assignment():
+            await consumer.getmany(timeout_ms=200)
+    assert warnings_about(caplog, topic_name) == []
+    assert warnings_about(caplog, subscribed) == []
+
+
+@pytest.mark.parametrize("auto_create", [True, False])
+async def test_an_unknown_topic_is_warned_about_after_the_auto_create_grace(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, auto_create: bool
+) -> None:
+    # brokers that do not auto-create: with auto-creation asked for, the warning comes
+    # once the topic stayed unknown for AUTO_CREATE_GRACE_S; without, at once
+    monkeypatch.setattr(metadata, "AUTO_CREATE_GRACE_S", 0.3)
+    caplog.set_level(logging.WARNING)
+    logger = logging.getLogger("aiokproto.test")
+    async with FakeBroker() as fake:
+
+        def unknown(rec: Received) -> Reply | None:
+            if rec.api_key != 3:
+                return None
+            return Reply(
+                response=MetadataResponse(
+                    brokers=[MetadataResponseBroker(node_id=1, host=fake.host, port=fake.port)],
+                    cluster_id="fake",
+                    controller_id=1,
+                    topics=[MetadataResponseTopic(name="missing", error_code=3)],
+                )
+            )
+
+        fake.script = unknown
+        async with client_for(fake.bootstrap, allow_auto_create_topics=auto_create) as client:
+            client.metadata.track(["missing"])
+            await client.metadata.refresh()
+            assert client.metadata.unknown("missing")
+            client.metadata.warn_missing("missing", logger, "topic 'missing' is gone")
+            assert len(warnings_about(caplog, "missing")) == (0 if auto_create else 1)
+            await asyncio.sleep(0.35)
+            client.metadata.warn_missing("missing", logger, "topic 'missing' is gone")
+            assert len(warnings_about(caplog, "missing")) == 1
