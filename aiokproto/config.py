@@ -41,6 +41,12 @@ def parse_bootstrap_servers(value: str | Iterable[str]) -> tuple[tuple[str, int]
         item = raw.strip()
         if not item:
             continue
+        scheme, sep, rest = item.partition("://")
+        if sep:  # a listener (PLAINTEXT://h:9092) or a URL: it would not resolve
+            raise KafkaConfigError(
+                f"bootstrap server {item!r}: give host:port ({rest.rstrip('/')!r}), without "
+                f"{scheme + sep!r}; the protocol is the security_protocol option"
+            )
         host, sep, port_text = item.rpartition(":")
         if not sep:
             host, port_text = item, "9092"

@@ -21,6 +21,16 @@ def test_bootstrap_forms() -> None:
             parse_bootstrap_servers(bad)
 
 
+@pytest.mark.parametrize("given", ["PLAINTEXT://localhost:9092", "http://localhost:9092/"])
+def test_a_bootstrap_server_with_a_scheme_fails_at_once_naming_host_port(given: str) -> None:
+    # it was taken as the host "PLAINTEXT://localhost": start() failed 5 s later with
+    # "the host name does not resolve"
+    with pytest.raises(KafkaConfigError) as info:
+        Producer(bootstrap_servers=f"a:1,{given}")
+    assert "give host:port ('localhost:9092')" in str(info.value)
+    assert "security_protocol" in str(info.value)
+
+
 def test_unknown_and_invalid_options() -> None:
     with pytest.raises(KafkaConfigError, match=r"unknown option.*linger"):
         split_options({"bootstrap_servers": "a:1", "linger": 5}, (), "Admin")
