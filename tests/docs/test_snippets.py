@@ -65,6 +65,8 @@ NAMES = frozenset(
         "events",
         "fees",
         "fees-0",
+        "greetings",
+        "invoices",
         "jobs",
         "metrics.eu",
         "metrics.us",
@@ -72,6 +74,7 @@ NAMES = frozenset(
         "payments",
         "reports",
         "workers",
+        "words",
     }
 )
 PLAINTEXT_PLACEHOLDER = "localhost:9092"
