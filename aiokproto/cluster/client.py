@@ -21,14 +21,24 @@ from aiokproto.cluster.coordinators import CoordinatorCache
 from aiokproto.cluster.metadata import MetadataCache
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.config import ClientConfig
-from aiokproto.errors import BootstrapError, KafkaConnectionError, KafkaError
+from aiokproto.errors import (
+    BootstrapError,
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    UnsupportedSaslMechanismError,
+)
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.net.connection import BrokerConnection, Purpose
 from aiokproto.protocol.base import Request
+from aiokproto.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
 log = logging.getLogger(__name__)
 
 _Key = tuple[int, Purpose]
+
+#: how long start() waits for a bootstrap server to say whether it is a SASL listener
+_SASL_PROBE_S = 2.0
 
 
 def _reason(error: KafkaError, host: str, port: int) -> str:
@@ -81,7 +91,9 @@ class ClusterClient:
         ``bootstrap_timeout_ms``; once one answered, by ``default_api_timeout_ms``. When
         time runs out, ``BootstrapError`` (a connection error and a timeout) names each
         bootstrap server with its last error. An error that retrying cannot cure (TLS
-        or SASL refused, the wrong ``security_protocol``) is raised at once.
+        or SASL refused, the wrong ``security_protocol``) is raised at once; so is a
+        client without SASL on a SASL listener, which lets the connection open and then
+        closes it at the first request (``_sasl_listener``).
         """
         await self.metadata.start()
         loop = asyncio.get_running_loop()
@@ -92,15 +104,18 @@ class ClusterClient:
         failed: dict[tuple[str, int], KafkaError] = {}  # last error per server
         last: KafkaError | None = None
         last_connection_error: KafkaConnectionError | None = None  # the cause if time runs out
+        opened: tuple[str, int] | None = None  # the server the refresh went to
+        probed = config.connection.security.uses_sasl  # a SASL client needs no probe
 
         async def connect_somewhere() -> bool:
-            nonlocal last_connection_error
+            nonlocal last_connection_error, opened
             tried: set[int] = set()
             while (node := self.least_loaded_node(exclude=tried)) not in tried:
                 tried.add(node)
                 address = self.address_of(node)
                 try:
                     await self.connection(node)
+                    opened = address
                     return True
                 except KafkaError as exc:
                     if not exc.retriable:
@@ -132,6 +147,11 @@ class ClusterClient:
                         last = exc
                         if isinstance(exc, KafkaConnectionError):
                             last_connection_error = exc
+                            if not probed and opened is not None:
+                                probed = True  # once per start(): it costs a connection
+                                mismatch = await self._sasl_listener(*opened)
+                                if mismatch is not None:
+                                    raise mismatch from None
                     await asyncio.sleep(config.retry_backoff_ms / 1000)
         except TimeoutError:
             await self.close()
@@ -158,6 +178,33 @@ class ClusterClient:
             raise
         finally:
             self._on_reached = None
+
+    async def _sasl_listener(self, host: str, port: int) -> KafkaConfigError | None:
+        """The error for a client without SASL on a SASL listener, or None if
+        ``host:port`` is not one. Such a listener answers ApiVersions, then closes the
+        connection at the first other request: a plain "closed by the peer", retried
+        until default_api_timeout_ms ran out. Asked on a fresh connection, it answers
+        SaslHandshake with its mechanisms (a listener without SASL: ILLEGAL_SASL_STATE)."""
+        probe = BrokerConnection(host, port, self._conn_config, node_id=-1, purpose="default")
+        try:
+            async with asyncio.timeout(_SASL_PROBE_S):
+                await probe.open()
+                answer = await probe.send(SaslHandshakeRequest(mechanism="PLAIN"))
+        except (KafkaError, TimeoutError):
+            return None
+        finally:
+            probe.close()
+        if answer.error_code not in (0, UnsupportedSaslMechanismError.errno):
+            return None
+        protocol = self._conn_config.security.security_protocol
+        sasl = "SASL_SSL" if protocol == "SSL" else "SASL_PLAINTEXT"
+        return KafkaConfigError(
+            f"{host}:{port} is a SASL listener (mechanisms: "
+            f"{', '.join(answer.mechanisms) or 'none named'}): it closed the connection at "
+            f'the first request, which was not authenticated; security_protocol is "{protocol}":'
+            f' set security_protocol="{sasl}", sasl_mechanism and its credentials '
+            "(sasl_plain_username and sasl_plain_password for PLAIN and SCRAM)"
+        )
 
     @property
     def closed(self) -> bool:

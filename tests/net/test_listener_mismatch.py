@@ -13,10 +13,20 @@ from typing import Any
 import pytest
 
 from aiokproto import Admin, Producer
-from aiokproto.errors import KafkaAuthenticationError, KafkaConfigError, KafkaConnectionError
+from aiokproto.errors import (
+    IllegalSaslStateError,
+    KafkaAuthenticationError,
+    KafkaConfigError,
+    KafkaConnectionError,
+)
 from aiokproto.net.framing import foreign_protocol
+from aiokproto.protocol.messages.sasl_handshake import (
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from aiokproto.testing import LocalKafka
 from tests.clients import client_for
+from tests.fake_broker import FakeBroker, Received, Reply
 
 ALICE = {
     "sasl_mechanism": "PLAIN",
@@ -86,6 +96,42 @@ async def test_tls_client_on_a_plaintext_port(
     # was: 60 s, then "cannot connect to host:port: " with no reason at all
     assert f"{address} is a plaintext listener, not TLS" in text
     assert f'security_protocol is "{client}"' in text and advice in text
+
+
+@pytest.mark.parametrize(
+    ("listener", "client", "advice"),
+    [
+        ("SASL_PLAINTEXT", "PLAINTEXT", 'set security_protocol="SASL_PLAINTEXT"'),
+        ("SASL_SSL", "SSL", 'set security_protocol="SASL_SSL"'),
+    ],
+)
+async def test_a_client_without_sasl_on_a_sasl_port(
+    kafka_secure: LocalKafka, listener: str, client: str, advice: str
+) -> None:
+    address = kafka_secure.bootstrap(listener)
+    tls = {"ssl_cafile": str(kafka_secure.ca_file)} if client == "SSL" else {}
+    text = await fails_fast(KafkaConfigError, address, security_protocol=client, **tls)
+    # was: 60 s, then "no bootstrap server answered ... was closed by the peer"
+    assert f"{address} is a SASL listener (mechanisms: " in text and "PLAIN" in text
+    assert f'security_protocol is "{client}"' in text and advice in text
+
+
+async def test_a_connection_closed_by_a_listener_without_sasl_is_still_retried() -> None:
+    """The probe that asks a server closing the first request whether it is a SASL
+    listener does not turn other failures into errors that are not retried."""
+
+    async def close_after_api_versions(rec: Received) -> Reply | None:
+        if rec.api_key == SaslHandshakeRequest.API_KEY:  # as a listener without SASL does
+            return Reply(response=SaslHandshakeResponse(error_code=IllegalSaslStateError.errno))
+        return Reply(kind="close") if rec.api_key == 3 else None
+
+    async with FakeBroker(script=close_after_api_versions) as fake:
+        admin = Admin(bootstrap_servers=fake.bootstrap, default_api_timeout_ms=2000)
+        with pytest.raises(KafkaConnectionError) as info:
+            await admin.start()
+        await admin.close()
+    assert "was closed by the peer" in str(info.value)
+    assert sum(r.api_key == 3 for r in fake.received) >= 2  # retried after the probe
 
 
 async def test_an_untrusted_certificate_says_to_set_ssl_cafile(kafka_secure: LocalKafka) -> None:
