@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 import click
 
 from aiokproto.admin import Admin
+from aiokproto.admin.errors import AdminBatchError
 from aiokproto.cli.common import (
     CliError,
     Settings,
@@ -27,6 +28,7 @@ from aiokproto.cli.formats import FormatError, RecordFormatter, parse_headers, p
 from aiokproto.cli.plan import PlanError, parse_datetime
 from aiokproto.cli.reader import ChunkReader, read_line_lists
 from aiokproto.consumer import Consumer
+from aiokproto.errors import UnknownTopicOrPartitionError
 from aiokproto.producer import Producer, wait_delivered
 from aiokproto.structs import TopicPartition
 
@@ -39,8 +41,17 @@ _JOIN_GRACE_S = 60.0
 
 async def _partition_counts(admin: Admin, topics: list[str]) -> dict[str, int]:
     """Partitions per topic; an unknown topic is a clear error here rather than a wait
-    for metadata that never comes."""
-    found = await admin.describe_topics(topics)
+    for metadata that never comes (nor auto-creation: a typo must not make a topic)."""
+    try:
+        found = await admin.describe_topics(topics)
+    except AdminBatchError as exc:
+        missing = [t for t, e in exc.errors.items() if isinstance(e, UnknownTopicOrPartitionError)]
+        if missing:
+            raise CliError(
+                f"unknown topic {missing[0]!r}: create it first (aiokproto topics create "
+                f"{missing[0]}), or check the name (aiokproto topics list)"
+            ) from None
+        raise
     return {t: len(found[t].partitions) for t in topics}
 
 

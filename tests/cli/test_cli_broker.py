@@ -92,6 +92,8 @@ def test_unknown_topic(bs: list[str], topic_name: str) -> None:
         assert "unknown topic" in message and topic_name in message, args
     message = failed(cli("produce", topic_name, *bs, stdin="a\n"), 1)
     assert "unknown topic" in message
+    # what to do about it, rather than the broker's "wait for metadata to catch up"
+    assert f"create it first (aiokproto topics create {topic_name})" in message
 
 
 def test_usage_errors_exit_2(bs: list[str], tmp_path: Path) -> None:
