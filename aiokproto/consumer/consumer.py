@@ -733,7 +733,8 @@ class Consumer(Generic[K, V]):
         a partition with nothing stored is not committed. Each call replaces what was
         stored for its partitions (the last call wins, lower or not). A partition not
         assigned to this consumer is refused (``IllegalStateError``, nothing stored);
-        what was stored for a partition is forgotten when it is revoked.
+        what was stored for a partition is forgotten when it is revoked, after the
+        commit that follows ``on_partitions_revoked`` (what the listener stores counts).
         """
         if not self._subs.use_stored:
             raise IllegalStateError(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aiokproto.consumer import Consumer, ConsumerRecord
+from aiokproto.consumer import Consumer, ConsumerRebalanceListener, ConsumerRecord
 from aiokproto.errors import IllegalStateError, KafkaConfigError, NoGroupError
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 from tests.consumer.conftest import aproduce, create_topic
@@ -134,3 +134,52 @@ async def test_a_revoked_partitions_stored_offset_is_never_committed_after(
             assert await second.committed(moved) == 15
         finally:
             await second.stop()
+
+
+class _StoreOnRevoke(ConsumerRebalanceListener):
+    """Stores offset 10 + partition for every partition revoked: processing finished
+    in the listener, as it often does."""
+
+    def __init__(self) -> None:
+        self.consumer: Consumer | None = None
+
+    async def on_partitions_revoked(self, revoked: frozenset[TopicPartition]) -> None:
+        assert self.consumer is not None
+        if revoked:
+            self.consumer.store_offsets(offsets={tp: 10 + tp.partition for tp in revoked})
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_what_a_revoke_listener_stores_is_committed(
+    kafka: Any, topic_name: str, protocol: str
+) -> None:
+    """The commit before a revoke comes after ``on_partitions_revoked`` with stored
+    offsets: it commits what the listener stored (it ran first, and the listener's
+    store_offsets() was accepted, then forgotten with the partition)."""
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    await aproduce(
+        kafka.bootstrap_servers, topic_name, [(i % 2, None, b"v%d" % i, None) for i in range(40)]
+    )
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    options = _options(kafka, group, group_protocol=protocol, auto_commit_interval_ms=60_000)
+    if protocol == "consumer":  # the broker decides those
+        del options["session_timeout_ms"], options["heartbeat_interval_ms"]
+    listener = _StoreOnRevoke()
+    first = listener.consumer = Consumer(**options)
+    async with first:
+        first.subscribe([topic_name], listener=listener)
+        await take(first, 40)
+        async with Consumer(topic_name, **options) as second:
+            # a rebalance moves a partition to second
+            deadline = time.monotonic() + 30
+            while len(first.assignment()) != 1 or len(second.assignment()) != 1:
+                assert time.monotonic() < deadline, "no rebalance"
+                await first.getmany(timeout_ms=100)
+                await second.getmany(timeout_ms=100)
+            (moved,) = second.assignment()
+            assert await second.committed(moved) == 10 + moved.partition
+            await second.stop()
+            (kept,) = first.assignment()
+    # stop() revokes the rest: the listener's offsets are committed there too
+    async with Consumer(**options) as check:
+        assert await check.committed(kept) == 10 + kept.partition

@@ -698,8 +698,12 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
                 self._revoking = effect
                 self._notify()
                 try:
-                    await self._commit_before_revoke(effect.partitions, None)
-                    await self._call_listener("on_partitions_revoked", effect.partitions)
+                    if sub.use_stored:  # commit what the listener stores too
+                        await self._call_listener("on_partitions_revoked", effect.partitions)
+                        await self._commit_before_revoke(effect.partitions, None)
+                    else:
+                        await self._commit_before_revoke(effect.partitions, None)
+                        await self._call_listener("on_partitions_revoked", effect.partitions)
                 finally:
                     if ours:
                         # they leave the subscription with the revocation: the machine
@@ -751,7 +755,10 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
             self._revoking = effect
             self._notify()
             try:
-                if held:
+                if held and sub.use_stored:  # commit what the listener stores too
+                    await self._call_listener("on_partitions_revoked", held)
+                    await self._commit_before_revoke(held, self._final)
+                elif held:
                     await self._commit_before_revoke(held, self._final)
                     await self._call_listener("on_partitions_revoked", held)
             finally:

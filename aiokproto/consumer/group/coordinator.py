@@ -597,8 +597,12 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
             self._revoking = effect
             self._notify()  # heartbeats and waiting commits see the revocation
             try:
-                await self._commit_before_revoke(effect)
-                await self._call_listener("on_partitions_revoked", effect.partitions)
+                if self._sub.use_stored:  # commit what the listener stores too
+                    await self._call_listener("on_partitions_revoked", effect.partitions)
+                    await self._commit_before_revoke(effect)
+                else:
+                    await self._commit_before_revoke(effect)
+                    await self._call_listener("on_partitions_revoked", effect.partitions)
             finally:
                 self._revoking = None
                 self._notify()
