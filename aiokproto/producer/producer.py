@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import uuid
 from collections import deque
@@ -604,11 +605,19 @@ class Producer(Generic[SK, SV]):
         ``on_delivery(error, metadata)`` (confluent-kafka's per-message callback) is
         called on the event loop once the record's fate is known: ``(None,
         RecordMetadata)`` if it was written, ``(error, None)`` if not. An exception it
-        raises is logged, never propagated.
+        raises is logged, never propagated. It is called, not awaited: a coroutine
+        function is refused (``TypeError``).
         """
         if on_delivery is not None:
             if not callable(on_delivery):
                 raise TypeError(f"on_delivery must be callable, not {on_delivery!r}")
+            if inspect.iscoroutinefunction(on_delivery):
+                # called, never awaited: its coroutine would never run
+                raise TypeError(
+                    f"on_delivery must be a plain function, not a coroutine function "
+                    f"({on_delivery!r}): it is called on the event loop, not awaited; "
+                    "start a task from it for async work, or await the handle instead"
+                )
             sent = await _send(self, topic, value, key, partition, timestamp_ms, headers)
             sent.add_done_callback(OnDelivery(on_delivery))
             return sent

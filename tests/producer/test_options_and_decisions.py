@@ -89,6 +89,18 @@ async def test_send_before_start_is_a_clear_error() -> None:
         await producer.send("t", b"v")
 
 
+async def test_an_async_on_delivery_is_refused_at_send() -> None:
+    """on_delivery is called, never awaited: an ``async def`` one would only make a
+    coroutine nobody runs (a RuntimeWarning at delivery time, the report lost)."""
+
+    async def report(error: BaseException | None, metadata: object) -> None:
+        pass  # pragma: no cover
+
+    producer = Producer(bootstrap_servers="x:1")
+    with pytest.raises(TypeError, match="plain function, not a coroutine function"):
+        await producer.send("t", b"v", on_delivery=report)
+
+
 # -- decide() ----------------------------------------------------------------------
 
 
