@@ -718,7 +718,7 @@ class Consumer(Generic[K, V]):
 
     def store_offsets(
         self,
-        records: ConsumerRecord | Iterable[ConsumerRecord] | None = None,
+        records: ConsumerRecord[Any, Any] | Iterable[ConsumerRecord[Any, Any]] | None = None,
         *,
         offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
     ) -> None:

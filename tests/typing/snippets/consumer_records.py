@@ -36,6 +36,8 @@ async def deserialized() -> None:
         s: str = record.value  # E: Incompatible types in assignment (expression has type "dict[str, int]", variable has type "str")
         k: bytes | None = record.key
         handle(record)  # E: Argument 1 to "handle" has incompatible type "ConsumerRecord[bytes | None, dict[str, int]]"
+        c.store_offsets(record)  # any record's offset, whatever its key and value types
+        c.store_offsets([record, record])
 
 
 def options() -> None:
