@@ -359,7 +359,7 @@ class OnDelivery:
 
     __slots__ = ("callback",)
 
-    def __init__(self, callback: Callable[[BaseException | None, RecordMetadata | None], object]):
+    def __init__(self, callback: Callable[[KafkaError | None, RecordMetadata | None], object]):
         self.callback = callback
 
     def __call__(self, handle: DeliveryFuture) -> None:
@@ -370,6 +370,9 @@ class OnDelivery:
                 return
             error = batch.future.exception()
             if error is not None:
+                if not isinstance(error, KafkaError):  # batches fail with KafkaErrors
+                    cause, error = error, KafkaError(f"the record was not delivered: {error!r}")
+                    error.__cause__ = cause
                 self.callback(error, None)
                 return
             meta = record_metadata(

@@ -591,7 +591,7 @@ class Producer(Generic[SK, SV]):
         timestamp_ms: int | None = None,
         headers: Sequence[Header] | None = None,
         *,
-        on_delivery: Callable[[BaseException | None, RecordMetadata | None], object]
+        on_delivery: Callable[[KafkaError | None, RecordMetadata | None], object]
         | None = None,
     ) -> DeliveryFuture:
         """Buffer one record; returns an awaitable that gives its ``RecordMetadata``.

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from aiokproto import accel
-from aiokproto.errors import KafkaTimeoutError, RecordTooLargeError
+from aiokproto.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 from aiokproto.producer.delivery import (
     BatchResult,
     DeliveryFuture,
+    OnDelivery,
     append_to,
     wait_delivered,
 )
@@ -444,3 +445,18 @@ async def test_remove_done_callback_removes_one_records_callbacks_only() -> None
     failed = DeliveryFuture.failed(RecordTooLargeError("big"))
     assert failed.cancel() is False and failed.remove_done_callback(cb) == 0
     assert failed.get_loop() is asyncio.get_running_loop() is a.get_loop()
+
+
+async def test_on_delivery_gets_a_kafka_error_whatever_failed_the_batch() -> None:
+    """send(on_delivery=)'s callback is typed ``(KafkaError | None, ...)``, as
+    confluent-kafka users annotate it: anything else that failed a batch is wrapped."""
+    rig = Rig()
+    handle = rig.send()
+    got: list[tuple[BaseException | None, object]] = []
+    handle.add_done_callback(OnDelivery(lambda error, meta: got.append((error, meta))))
+    cause = RuntimeError("not a Kafka error")
+    handle.batch.future.set_exception(cause)  # type: ignore[union-attr]
+    await asyncio.sleep(0)
+    [(error, meta)] = got
+    assert isinstance(error, KafkaError) and error.__cause__ is cause and meta is None
+    assert "not a Kafka error" in str(error)

@@ -5,14 +5,19 @@
 import json
 from typing import Any
 
-from aiokproto import Producer
+from aiokproto import KafkaError, Producer, RecordMetadata
 
 
 def to_json(value: dict[str, int]) -> bytes:
     return json.dumps(value).encode()
 
 
+def report(error: KafkaError | None, metadata: RecordMetadata | None) -> None:
+    """confluent-kafka's delivery callback, annotated as its docs say"""
+
+
 async def plain(p: Producer) -> None:
+    await p.send("t", b"v", on_delivery=report)
     await p.send("t", 123)  # E: Argument 2 to "send" of "Producer" has incompatible type "int"; expected "bytes | bytearray | memoryview[int] | None"
     await p.send("t", "text")  # E: Argument 2 to "send" of "Producer" has incompatible type "str"
     await p.send("t", b"v", key="k")  # E: Argument "key" to "send" of "Producer" has incompatible type "str"
