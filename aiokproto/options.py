@@ -69,7 +69,8 @@ class ClientOptions(TypedDict, total=False):
     """How long ``start()`` keeps trying while no bootstrap server has answered at all
     (every address refuses, times out or does not resolve) before it raises
     ``BootstrapError``; raise it for services that start before their brokers. Once any
-    server answered, ``default_api_timeout_ms`` applies. Default: ``5000`` ms."""
+    server answered, ``default_api_timeout_ms`` applies, which also bounds this one
+    (raise both to wait longer than it). Default: ``5000`` ms."""
 
     connections_max_idle_ms: int
     """A connection unused for this long is closed. Default: ``540000`` ms."""
