@@ -699,7 +699,8 @@ class Consumer(Generic[K, V]):
         *,
         timeout_ms: int | None = None,
     ) -> None:
-        """Commit ``offsets`` (next offsets to consume), or every consumed position.
+        """Commit ``offsets`` (next offsets to consume), or every consumed position
+        (with ``enable_auto_offset_store=False``: what ``store_offsets()`` stored).
 
         Works in a rebalance listener (also during ``stop()``): partitions being
         revoked are committed in the generation that still owns them. Without
