@@ -138,7 +138,10 @@ def test_the_wheel_in_a_fresh_venv_runs_the_quickstart(
         cwd=work, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    assert run.stdout.count("consumed quickstart-events") == 10, run.stdout
+    # the session broker is shared: an earlier run of the quickstart (tests/examples,
+    # the README's) left records in its topic, which the new group reads too
+    assert run.stdout.count("produced to quickstart-events") == 10, run.stdout
+    assert run.stdout.count("consumed quickstart-events") >= 10, run.stdout
     assert "committed" in run.stdout
     assert "compiled record codec" not in run.stderr
 

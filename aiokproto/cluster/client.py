@@ -39,6 +39,8 @@ _Key = tuple[int, Purpose]
 
 #: how long start() waits for a bootstrap server to say whether it is a SASL listener
 _SASL_PROBE_S = 2.0
+#: how long start() gives one connection attempt before it also tries the next server
+_STAGGER_S = 0.5
 
 
 def _reason(error: KafkaError, host: str, port: int) -> str:
@@ -108,22 +110,50 @@ class ClusterClient:
         probed = config.connection.security.uses_sasl  # a SASL client needs no probe
 
         async def connect_somewhere() -> bool:
+            # Each node once, least loaded first; an attempt still open after
+            # _STAGGER_S does not hold up the next one (a dropped SYN or a port that
+            # accepts and never answers would use up the bootstrap time before a live
+            # server was tried): attempts overlap, the first connection opened wins,
+            # the rest are cancelled and awaited.
             nonlocal last_connection_error, opened
             tried: set[int] = set()
-            while (node := self.least_loaded_node(exclude=tried)) not in tried:
-                tried.add(node)
-                address = self.address_of(node)
-                try:
-                    await self.connection(node)
-                    opened = address
-                    return True
-                except KafkaError as exc:
-                    if not exc.retriable:
-                        raise
-                    failed[address] = exc
-                    if isinstance(exc, KafkaConnectionError):
-                        last_connection_error = exc
-            return False
+            attempts: dict[asyncio.Task[BrokerConnection], tuple[str, int]] = {}
+            try:
+                while True:
+                    node = self.least_loaded_node(exclude=tried)
+                    if node not in tried:
+                        tried.add(node)
+                        attempt = asyncio.create_task(
+                            self.connection(node), name=f"aiokproto-bootstrap-connect-{node}"
+                        )
+                        attempts[attempt] = self.address_of(node)
+                    elif not attempts:
+                        return False
+                    more = self.least_loaded_node(exclude=tried) not in tried
+                    done, _ = await asyncio.wait(
+                        attempts,
+                        timeout=_STAGGER_S if more else None,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    for attempt in done:
+                        address = attempts.pop(attempt)
+                        exc = attempt.exception()
+                        if exc is None:
+                            opened = address
+                            return True
+                        if not isinstance(exc, KafkaError) or not exc.retriable:
+                            raise exc
+                        failed[address] = exc
+                        if isinstance(exc, KafkaConnectionError):
+                            last_connection_error = exc
+            finally:
+                for attempt in attempts:
+                    attempt.cancel()
+                if attempts:
+                    await asyncio.wait(attempts)
+                    for attempt in attempts:  # retrieved: nobody else awaits them
+                        if not attempt.cancelled():
+                            attempt.exception()
 
         def extend() -> None:
             # a server answered (TCP): the cluster exists, allow it the full time

@@ -151,6 +151,35 @@ async def test_one_dead_and_one_live_address_start_at_once(kafka: Any) -> None:
         assert time.monotonic() - began < 5, servers
 
 
+async def test_a_server_that_never_answers_does_not_hold_up_a_live_one(
+    kafka: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A port that accepts and never answers (or a dropped SYN) first in the list: the
+    # live server is tried after a short stagger, not after request_timeout_ms (30 s)
+    # or a connect timeout that outlasts bootstrap_timeout_ms. The tie-break of equally
+    # loaded nodes is random: fixed here so each order is tried for sure.
+    monkeypatch.setattr("aiokproto.cluster.client.random.random", lambda: 0.0)
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    silent_at = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    live = kafka.bootstrap_servers.split(",")[0]
+    try:
+        for servers in (f"{silent_at},{live}", f"{live},{silent_at}"):
+            began = time.monotonic()
+            async with Admin(bootstrap_servers=servers) as admin:
+                assert (await admin.describe_cluster()).brokers
+            assert time.monotonic() - began < 5, servers
+        assert held, "the silent server was never tried: the test proves nothing"
+    finally:
+        server.close()
+        for writer in held:
+            writer.close()
+
+
 # -- hostile: giving up on a failing start ------------------------------------------
 
 
