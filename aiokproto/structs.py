@@ -1,19 +1,20 @@
 """Small value types shared by the producer, consumer and admin APIs.
 
 aiokafka's ``aiokafka.structs`` also has ``ConsumerRecord``, ``OffsetAndTimestamp``
-and ``RecordMetadata``; they are here too (loaded on first use: they live in the
-consumer and producer packages, which import this module).
+and ``RecordMetadata``; they are defined here, so the clients import this module and
+it imports none of them (``aiokproto.consumer`` and ``aiokproto.producer`` re-export
+them under their old paths).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Generic, NamedTuple
+
+from aiokproto._generic import K, V
 
 if TYPE_CHECKING:
-    from aiokproto.consumer.record import ConsumerRecord as ConsumerRecord
-    from aiokproto.consumer.record import OffsetAndTimestamp as OffsetAndTimestamp
-    from aiokproto.producer.delivery import RecordMetadata as RecordMetadata
+    # annotations only: importing aiokproto.records at run time loads every codec
+    from aiokproto.records.record import Headers
 
 __all__ = [
     "ConsumerGroupMetadata",
@@ -23,22 +24,6 @@ __all__ = [
     "RecordMetadata",
     "TopicPartition",
 ]
-
-# name -> module that defines it (imported lazily: both import this module)
-_ELSEWHERE = {
-    "ConsumerRecord": "aiokproto.consumer.record",
-    "OffsetAndTimestamp": "aiokproto.consumer.record",
-    "RecordMetadata": "aiokproto.producer.delivery",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _ELSEWHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
 
 
 class TopicPartition(NamedTuple):
@@ -72,3 +57,56 @@ class ConsumerGroupMetadata(NamedTuple):
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+class ConsumerRecord(NamedTuple, Generic[K, V]):
+    """One consumed record.
+
+    A named tuple: the consumer builds thousands per fetch in C-speed steps, and reading
+    a field is a C-level index. ``headers`` is a tuple of ``(key, value)`` pairs (``()``
+    when the record has none); keys are ``str``, values ``bytes`` or ``None``.
+    ``key``/``value`` are ``bytes | None`` unless a deserializer was given:
+    ``ConsumerRecord[K, V]`` has the types the deserializers return.
+    ``timestamp_type`` is 0 (CreateTime) or 1 (LogAppendTime), -1 for v0 messages.
+    ``leader_epoch`` is the partition leader epoch the batch was written in (-1 unknown).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: K
+    value: V
+    headers: Headers
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """``offsets_for_times`` answer: the first offset whose timestamp is >= the query."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record was written. ``offset`` is -1 with acks=0 (the broker says nothing).
+
+    ``timestamp`` is the broker's append time when the topic uses LogAppendTime
+    (``timestamp_type`` 1), else the record's own create time. Sizes are -1 for a null
+    key or value.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+    timestamp_type: int = 0  # CreateTime
+    log_start_offset: int = -1
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)

@@ -20,7 +20,6 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
     BaseInstrumentor,
 )
@@ -28,6 +27,8 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 from aiokproto.otel.metrics import MetricsBridge, bridge_for
 from aiokproto.otel.tracing import (
     Tracing,
+    _instrumented_provider,
+    tracer_for,
     wrap_poll_many,
     wrap_poll_one,
     wrap_send,
@@ -36,7 +37,6 @@ from aiokproto.otel.tracing import (
 
 log = logging.getLogger(__name__)
 
-_SCOPE = "aiokproto"
 _MARK = "__aiokproto_otel__"
 
 Wrapper = Callable[[Callable[..., Any], Tracing], Callable[..., Any]]
@@ -65,20 +65,6 @@ def _client_classes() -> list[type]:
     from aiokproto.share import ShareConsumer
 
     return [Producer, Consumer, ShareConsumer, Admin]
-
-
-#: the tracer provider ``instrument()`` was given, for ``process_span()``
-_instrumented_provider: list[trace.TracerProvider | None] = []
-
-
-def tracer_for(tracer_provider: trace.TracerProvider | None = None) -> trace.Tracer:
-    """aiokproto's tracer from ``tracer_provider``, else from the one the instrumentor
-    was given, else from the global one."""
-    from aiokproto import __version__
-
-    if tracer_provider is None and _instrumented_provider:
-        tracer_provider = _instrumented_provider[0]
-    return trace.get_tracer(_SCOPE, __version__, tracer_provider)
 
 
 class _Patch:

@@ -67,6 +67,22 @@ class _HeaderGetter(Getter[Headers]):
 
 GETTER = _HeaderGetter()
 
+_SCOPE = "aiokproto"
+
+#: the tracer provider ``instrument()`` was given, for ``process_span()``; here, not in
+#: the instrumentor, so the two modules do not import each other
+_instrumented_provider: list[trace.TracerProvider | None] = []
+
+
+def tracer_for(tracer_provider: trace.TracerProvider | None = None) -> trace.Tracer:
+    """aiokproto's tracer from ``tracer_provider``, else from the one the instrumentor
+    was given, else from the global one."""
+    from aiokproto import __version__
+
+    if tracer_provider is None and _instrumented_provider:
+        tracer_provider = _instrumented_provider[0]
+    return trace.get_tracer(_SCOPE, __version__, tracer_provider)
+
 
 def creation_context(headers: Headers) -> SpanContext | None:
     """The valid span context the propagator finds in ``headers``, else None (no
@@ -407,8 +423,6 @@ def process_span(
     ambient span, if any, is linked (the conventions' opt-in). An exception escaping the
     block is recorded (``error.type``) and re-raised.
     """
-    from aiokproto.otel.instrumentor import tracer_for
-
     tracer = tracer_for(tracer_provider)
     attrs = dict(A.client_attributes(consumer)) if consumer is not None else {A.SYSTEM: A.KAFKA}
     attrs[A.OPERATION_NAME] = "process"

@@ -6,13 +6,14 @@ idempotence (``batch``: sequence and epoch bookkeeping) and Java-compatible
 partitioning (``partitioner``).
 """
 
+from aiokproto.producer.checks import SerializationError
 from aiokproto.producer.delivery import (
     BatchDelivery,
     DeliveryFuture,
-    RecordMetadata,
     wait_delivered,
 )
-from aiokproto.producer.producer import Producer, SerializationError
+from aiokproto.producer.producer import Producer
+from aiokproto.structs import RecordMetadata
 
 __all__ = [
     "BatchDelivery",

@@ -18,11 +18,12 @@ from aiokproto.errors import KafkaError, KafkaTimeoutError
 from aiokproto.producer.batch import (
     NO_IDENTITY,
     NO_SEQUENCE,
+    BatchResult,
     PartitionQueue,
     ProducerBatch,
     ProducerIdentity,
 )
-from aiokproto.producer.delivery import BatchResult, DeliveryFuture, append_to
+from aiokproto.producer.delivery import DeliveryFuture, append_to
 from aiokproto.producer.options import BATCH_HEADER, ProducerOptions
 from aiokproto.records import RecordBatchBuilder
 from aiokproto.records.record import Header

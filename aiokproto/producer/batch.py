@@ -17,7 +17,7 @@ from collections import deque
 from typing import Any, Final, NamedTuple
 
 from aiokproto.errors import KafkaError
-from aiokproto.producer.delivery import BatchResult, HandleState
+from aiokproto.producer.delivery import HandleState
 from aiokproto.records import RecordBatchBuilder
 
 NO_SEQUENCE: Final = -1
@@ -35,6 +35,14 @@ class ProducerIdentity(NamedTuple):
 
 
 NO_IDENTITY: Final = ProducerIdentity(-1, -1)
+
+
+class BatchResult(NamedTuple):
+    """The broker's answer for one batch."""
+
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
 
 
 class ProducerBatch:

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from aiokproto.accel import now_ms
 from aiokproto.errors import KafkaConfigError
 from aiokproto.producer.accumulator import RECORD_CHARGE
+from aiokproto.producer.checks import _as_bytes, _header_charge, _serialize
 from aiokproto.producer.options import BATCH_HEADER, RECORD_OVERHEAD_BOUND
 from aiokproto.records.record import Header
 
@@ -78,8 +79,6 @@ class BatchBuilder:
     ) -> BatchAppend | None:
         """Add a record (``timestamp`` in seconds since the epoch, None: now); None when
         the batch is full or closed (the first record always fits)."""
-        from aiokproto.producer.producer import _as_bytes, _header_charge, _serialize
-
         if self._closed:
             return None
         if key is not None and self._key_serializer is not None:

@@ -16,46 +16,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aiokproto.accel import native as _native
 from aiokproto.errors import KafkaError
-from aiokproto.structs import TopicPartition
+from aiokproto.structs import RecordMetadata as RecordMetadata  # its home before issue 32
 
 if TYPE_CHECKING:
-    from aiokproto.producer.batch import ProducerBatch
+    from aiokproto.producer.batch import BatchResult, ProducerBatch
     from aiokproto.records.record import Header
 
 log = logging.getLogger(__name__)
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
-
-
-class RecordMetadata(NamedTuple):
-    """Where a record was written. ``offset`` is -1 with acks=0 (the broker says nothing).
-
-    ``timestamp`` is the broker's append time when the topic uses LogAppendTime
-    (``timestamp_type`` 1), else the record's own create time. Sizes are -1 for a null
-    key or value.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    serialized_key_size: int
-    serialized_value_size: int
-    timestamp_type: int = CREATE_TIME
-    log_start_offset: int = -1
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-
-class BatchResult(NamedTuple):
-    """The broker's answer for one batch."""
-
-    base_offset: int
-    log_append_time: int
-    log_start_offset: int
 
 
 def record_metadata(

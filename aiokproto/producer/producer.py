@@ -45,11 +45,19 @@ from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.producer.accumulator import RECORD_CHARGE, Accumulator
 from aiokproto.producer.batch import PartitionQueue, ProducerBatch
 from aiokproto.producer.built import BatchBuilder
+from aiokproto.producer.checks import (
+    SerializationError as SerializationError,  # re-exported: its home before issue 32
+)
+from aiokproto.producer.checks import (
+    _as_bytes,
+    _header_charge,
+    _listed_headers,
+    _serialize,
+)
 from aiokproto.producer.delivery import (
     BatchDelivery,
     DeliveryFuture,
     OnDelivery,
-    RecordMetadata,
     Segment,
     first_delivered,
 )
@@ -67,7 +75,12 @@ from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
 from aiokproto.reprs import client_repr, connection_fields
-from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from aiokproto.structs import (
+    ConsumerGroupMetadata,
+    OffsetAndMetadata,
+    RecordMetadata,
+    TopicPartition,
+)
 
 if TYPE_CHECKING:
     import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build
@@ -81,10 +94,6 @@ _BYTES_OR_NONE: Final = frozenset((bytes, _NONE_TYPE))
 
 # Topic errors that waiting will not fix.
 _FATAL_TOPIC_ERRORS = frozenset({InvalidTopicError.errno, TopicAuthorizationFailedError.errno})
-
-
-class SerializationError(KafkaError, TypeError):
-    """A key, value or header is not bytes (give a serializer, or encode it yourself)."""
 
 
 class _TopicState:
@@ -127,24 +136,6 @@ class _TopicState:
         return pq
 
 
-def _header_charge(headers: Sequence[Header]) -> int:
-    """The headers' buffer charge; raises ``SerializationError`` unless they are
-    (str, bytes-or-None) pairs, so nothing malformed ever reaches a batch."""
-    size = 0
-    try:
-        for hkey, hvalue in headers:
-            if not isinstance(hkey, str):
-                raise TypeError
-            if hvalue is not None and not isinstance(hvalue, (bytes, bytearray)):
-                raise TypeError
-            size += 2 + len(hkey) * 4 + (0 if hvalue is None else len(hvalue))
-    except (TypeError, ValueError):
-        raise SerializationError(
-            f"headers must be a list of (str, bytes | None) pairs, not {headers!r}"
-        ) from None
-    return size
-
-
 def _bytes_list(items: list[Any], what: str) -> tuple[list[Any], bool]:
     """``items`` with every one that is not None as bytes (or raise), and whether any is
     None. A list of only bytes (the usual case) is checked at C speed and kept as is."""
@@ -159,34 +150,6 @@ def _charges(items: list[Any], has_none: bool, base: int) -> list[int]:
     if has_none:
         return [base + (0 if v is None else len(v)) for v in items]
     return list(map(base.__add__, map(len, items)))
-
-
-def _as_bytes(data: Any, what: str) -> bytes | bytearray:
-    """``data`` (not None and not bytes: the fast path checked) as bytes, or raise."""
-    if isinstance(data, bytearray):
-        return data
-    if isinstance(data, memoryview):
-        return data.tobytes()
-    raise SerializationError(
-        f"the record {what} must be bytes, bytearray, memoryview or None, not "
-        f"{type(data).__name__}; pass {what}_serializer= or encode it yourself"
-    )
-
-
-def _listed_headers(headers: Any) -> list[Header]:
-    try:
-        return list(headers)
-    except TypeError:
-        raise SerializationError(
-            f"headers must be a list of (str, bytes | None) pairs, not {headers!r}"
-        ) from None
-
-
-def _serialize(serializer: Any, data: Any, what: str) -> Any:
-    try:
-        return serializer(data)
-    except Exception as exc:
-        raise SerializationError(f"the {what}_serializer raised {exc!r}") from exc
 
 
 _TS_END: Final = 1 << 63

@@ -32,8 +32,7 @@ from aiokproto.errors import (
 )
 from aiokproto.logs import RepeatingWarning
 from aiokproto.producer.accumulator import Accumulator
-from aiokproto.producer.batch import ProducerBatch, ProducerIdentity
-from aiokproto.producer.delivery import BatchResult
+from aiokproto.producer.batch import BatchResult, ProducerBatch, ProducerIdentity
 from aiokproto.producer.options import ProducerOptions
 from aiokproto.protocol.messages.init_producer_id import InitProducerIdRequest
 from aiokproto.protocol.messages.produce import (

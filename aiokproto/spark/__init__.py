@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
     from aiokproto.spark.datasource import KafkaDataSource
 
-__all__ = ["FORMAT", "KafkaDataSource", "register"]
+from aiokproto.spark.options import FORMAT
 
-FORMAT = "aiokproto"
+__all__ = ["FORMAT", "KafkaDataSource", "register"]
 
 
 def register(spark: SparkSession) -> None:

@@ -33,11 +33,12 @@ from pyspark.sql.types import (
 )
 
 from aiokproto.errors import KafkaConfigError
-from aiokproto.spark import FORMAT, arrow, compat
+from aiokproto.spark import arrow, compat
 from aiokproto.spark.fetch import drive, iter_range
 from aiokproto.spark.lookup import lookup
 from aiokproto.spark.offsets import PartitionOffsets, offsets_from_json, offsets_to_json
 from aiokproto.spark.options import (
+    FORMAT,
     SinkOptions,
     SourceOptions,
     parse_sink_options,

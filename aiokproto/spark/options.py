@@ -27,6 +27,10 @@ from aiokproto.spark.offsets import (
 )
 from aiokproto.structs import TopicPartition
 
+#: the data source's short name, ``spark.read.format(FORMAT)``; here (not in the
+#: package ``__init__``) so ``datasource.py`` takes it without importing its package
+FORMAT = "aiokproto"
+
 # Options Spark itself may add to a data source's map; they mean nothing here.
 _SPARK_KEYS = frozenset({"path", "checkpointlocation", "queryname"})
 
