@@ -12,8 +12,12 @@ from hypothesis import strategies as st
 from aiokproto.config import split_options
 from aiokproto.errors import KafkaConnectionError, KafkaTimeoutError, NotLeaderOrFollowerError
 from aiokproto.producer.accumulator import Accumulator
-from aiokproto.producer.batch import ProducerBatch, ProducerIdentity, increment_sequence
-from aiokproto.producer.delivery import BatchResult
+from aiokproto.producer.batch import (
+    BatchResult,
+    ProducerBatch,
+    ProducerIdentity,
+    increment_sequence,
+)
 from aiokproto.producer.options import PRODUCER_OPTIONS, parse_producer_options
 from aiokproto.records import read_batches
 

@@ -17,8 +17,8 @@ import pytest
 
 from aiokproto import accel
 from aiokproto.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
+from aiokproto.producer.batch import BatchResult
 from aiokproto.producer.delivery import (
-    BatchResult,
     DeliveryFuture,
     OnDelivery,
     append_to,
