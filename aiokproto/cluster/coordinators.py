@@ -9,14 +9,15 @@ COORDINATOR_NOT_AVAILABLE, and the next lookup asks again.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.errors import KafkaConnectionError, KafkaError, for_code
 from aiokproto.protocol.messages.find_coordinator import FindCoordinatorRequest
 
 if TYPE_CHECKING:
-    from aiokproto.cluster.client import ClusterClient
+    from aiokproto.config import ClientConfig
+    from aiokproto.net.connection import BrokerConnection
 
 GROUP = 0
 TRANSACTION = 1
@@ -24,10 +25,24 @@ TRANSACTION = 1
 _Key = tuple[int, str]
 
 
+class CoordinatorHost(Protocol):
+    """The few calls the cache makes on its ``ClusterClient`` (issue 32: it depends on
+    these, not on the client, which owns the cache)."""
+
+    @property
+    def config(self) -> ClientConfig: ...
+
+    def least_loaded_node(self) -> int: ...
+
+    async def connection(self, node_id: int) -> BrokerConnection: ...
+
+    def learn_address(self, broker: BrokerInfo) -> None: ...
+
+
 class CoordinatorCache:
     """Which broker coordinates each group or transactional id."""
 
-    def __init__(self, client: ClusterClient) -> None:
+    def __init__(self, client: CoordinatorHost) -> None:
         self._client = client
         self._known: dict[_Key, BrokerInfo] = {}
         self._pending: dict[_Key, asyncio.Future[BrokerInfo]] = {}
