@@ -11,6 +11,7 @@ Issue 32, item 3; docs/DESIGN.md names this test.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,7 @@ def _edges(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return targets
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     modules = _modules()
     return {name: _edges(name, path, modules) for name, path in modules.items()}
@@ -180,5 +182,25 @@ def test_no_import_cycles() -> None:
     if found:
         pytest.fail(
             "import cycles outside TYPE_CHECKING blocks:\n"
+            + "\n".join(_describe(c, graph) for c in found)
+        )
+
+
+def test_no_cycles_between_subpackages() -> None:
+    # One level up: aiokproto.metrics and aiokproto.cluster (and every other pair of
+    # top-level modules or packages) do not import each other, even through modules
+    # that form no cycle themselves.
+    def top(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        graph.setdefault(top(module), set()).update(
+            top(t) for t in targets if top(t) != top(module)
+        )
+    found = cycles(graph)
+    if found:
+        pytest.fail(
+            "import cycles between aiokproto's subpackages:\n"
             + "\n".join(_describe(c, graph) for c in found)
         )

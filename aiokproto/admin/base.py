@@ -33,10 +33,10 @@ from aiokproto.errors import (
 )
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
-from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.protocol.base import Request
 from aiokproto.protocol.messages import metadata as m_metadata
 from aiokproto.reprs import client_repr, connection_fields
+from aiokproto.telemetry.reporter import TelemetryReporter
 
 if TYPE_CHECKING:
     import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build

@@ -40,9 +40,9 @@ from aiokproto.errors import (
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
-from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.reprs import client_repr, connection_fields
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from aiokproto.telemetry.reporter import TelemetryReporter
 
 if TYPE_CHECKING:
     import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build

@@ -41,7 +41,6 @@ from aiokproto.errors import (
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.producer import ProducerMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
-from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.producer.accumulator import RECORD_CHARGE, Accumulator
 from aiokproto.producer.batch import PartitionQueue, ProducerBatch
 from aiokproto.producer.built import BatchBuilder
@@ -81,6 +80,7 @@ from aiokproto.structs import (
     RecordMetadata,
     TopicPartition,
 )
+from aiokproto.telemetry.reporter import TelemetryReporter
 
 if TYPE_CHECKING:
     import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build

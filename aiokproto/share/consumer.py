@@ -55,7 +55,6 @@ from aiokproto.errors import (
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import SHARE_GROUP, PollMetrics, ShareFetchMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
-from aiokproto.metrics.telemetry import TelemetryReporter
 from aiokproto.protocol.messages.share_acknowledge import (
     ShareAcknowledgeRequest,
     ShareAcknowledgeRequestAcknowledgementBatch,
@@ -76,6 +75,7 @@ from aiokproto.share.member import Answer, ShareMember, classify
 from aiokproto.share.records import Acquired, ShareRecord, acquired_records
 from aiokproto.share.session import CLOSE_EPOCH, SessionStep, ShareSession
 from aiokproto.structs import TopicPartition
+from aiokproto.telemetry.reporter import TelemetryReporter
 
 if TYPE_CHECKING:
     import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiokproto.metrics.otlp import CUMULATIVE, DELTA, DataPoint, OtlpMetric, encode_metrics_data
 from aiokproto.metrics.registry import MetricsRegistry
-from aiokproto.metrics.telemetry_name import MetricSelector
-from aiokproto.metrics.telemetry_payload import (
+from aiokproto.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, decompress
+from aiokproto.telemetry.name import MetricSelector
+from aiokproto.telemetry.otlp import CUMULATIVE, DELTA, DataPoint, OtlpMetric, encode_metrics_data
+from aiokproto.telemetry.payload import (
     TelemetryCollector,
     build_payload,
     choose_compression,
 )
-from aiokproto.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, decompress
 
 metrics_pb2 = pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aiokproto.metrics.registry import MetricName, MetricsRegistry
-from aiokproto.metrics.telemetry_name import (
+from aiokproto.telemetry.name import (
     MetricSelector,
     is_cumulative,
     telemetry_attributes,

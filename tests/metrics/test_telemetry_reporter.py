@@ -18,8 +18,6 @@ from aiokproto.errors import (
     UnknownSubscriptionIdError,
 )
 from aiokproto.metrics.registry import MetricsRegistry
-from aiokproto.metrics.telemetry import TelemetryReporter
-from aiokproto.metrics.telemetry_state import State
 from aiokproto.protocol.messages.get_telemetry_subscriptions import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
@@ -27,6 +25,8 @@ from aiokproto.protocol.messages.get_telemetry_subscriptions import (
 from aiokproto.protocol.messages.push_telemetry import PushTelemetryRequest, PushTelemetryResponse
 from aiokproto.protocol.primitives import ZERO_UUID
 from aiokproto.records.compression import ZSTD, decompress
+from aiokproto.telemetry.reporter import TelemetryReporter
+from aiokproto.telemetry.state import State
 
 metrics_pb2 = pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
 

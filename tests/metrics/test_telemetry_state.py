@@ -18,7 +18,7 @@ from aiokproto.errors import (
     UnsupportedCompressionTypeError,
     UnsupportedVersionError,
 )
-from aiokproto.metrics.telemetry_state import (
+from aiokproto.telemetry.state import (
     DEFAULT_PUSH_INTERVAL_MS,
     RETRY_MAX_S,
     TABLE,

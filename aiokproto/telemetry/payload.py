@@ -16,15 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from aiokproto.metrics.otlp import CUMULATIVE, DELTA, DataPoint, OtlpMetric, encode_metrics_data
 from aiokproto.metrics.registry import MetricName
-from aiokproto.metrics.telemetry_name import (
+from aiokproto.records.compression import CODEC_NAMES, NONE, compress
+from aiokproto.telemetry.name import (
     MetricSelector,
     is_cumulative,
     telemetry_attributes,
     telemetry_name,
 )
-from aiokproto.records.compression import CODEC_NAMES, NONE, compress
+from aiokproto.telemetry.otlp import CUMULATIVE, DELTA, DataPoint, OtlpMetric, encode_metrics_data
 
 _Kind = Literal["gauge", "sum"]
 _Baseline = dict[MetricName, tuple[int, float]]  # metric -> (time ns, value) last pushed

@@ -5,7 +5,7 @@ client's subscription (GetTelemetrySubscriptions), and while the subscription re
 metrics it pushes them (PushTelemetry) every push interval, OTLP-encoded and compressed
 as the broker accepts. Both requests go to the same broker until a request fails on the
 wire; then the next subscription request goes to another one. What happens on every
-answer is ``TelemetryMachine``'s table (``telemetry_state.py``).
+answer is ``TelemetryMachine``'s table (``state.py``).
 
 The reporter can never hurt its client: a broker without the telemetry APIs is skipped
 silently (asked again after the default interval), and an unexpected error ends the
@@ -27,8 +27,6 @@ from aiokproto.cluster.client import ClusterClient
 from aiokproto.config import ClientConfig
 from aiokproto.errors import KafkaError, UnsupportedVersionError
 from aiokproto.metrics.registry import MetricsRegistry
-from aiokproto.metrics.telemetry_payload import TelemetryCollector, build_payload
-from aiokproto.metrics.telemetry_state import Input, State, Subscription, TelemetryMachine
 from aiokproto.net.connection import BrokerConnection
 from aiokproto.protocol.base import Request
 from aiokproto.protocol.messages.get_telemetry_subscriptions import (
@@ -36,8 +34,12 @@ from aiokproto.protocol.messages.get_telemetry_subscriptions import (
 )
 from aiokproto.protocol.messages.push_telemetry import PushTelemetryRequest
 from aiokproto.protocol.primitives import ZERO_UUID
+from aiokproto.telemetry.payload import TelemetryCollector, build_payload
+from aiokproto.telemetry.state import Input, State, Subscription, TelemetryMachine
 
-log = logging.getLogger(__name__)
+# the logger name docs/guides/logging.md documents, kept when the module left
+# aiokproto/metrics/ (issue 32), so logging configurations keep working
+log = logging.getLogger("aiokproto.metrics.telemetry")
 
 #: how long close() may spend on the terminating push
 CLOSE_TIMEOUT_S = 2.0

@@ -43,7 +43,7 @@ from aiokproto.errors import (
     UnsupportedCompressionTypeError,
     UnsupportedVersionError,
 )
-from aiokproto.metrics.telemetry_name import MetricSelector
+from aiokproto.telemetry.name import MetricSelector
 
 #: Java's ClientTelemetryReporter.DEFAULT_PUSH_INTERVAL_MS
 DEFAULT_PUSH_INTERVAL_MS: Final = 5 * 60 * 1000
