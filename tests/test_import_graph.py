@@ -204,3 +204,25 @@ def test_no_cycles_between_subpackages() -> None:
             "import cycles between aiokproto's subpackages:\n"
             + "\n".join(_describe(c, graph) for c in found)
         )
+
+
+def test_relative_imports_resolve(tmp_path: Path) -> None:
+    modules = {
+        "aiokproto.a": tmp_path / "a" / "__init__.py",
+        "aiokproto.a.b": tmp_path / "a" / "b.py",
+        "aiokproto.a.c": tmp_path / "a" / "c.py",
+        "aiokproto.d": tmp_path / "d.py",
+    }
+    (tmp_path / "a").mkdir()
+    modules["aiokproto.a"].write_text("from . import b\nfrom .c import NAME\n")
+    modules["aiokproto.a.b"].write_text("from .c import NAME\nfrom .. import d\nfrom . import X\n")
+    assert _edges("aiokproto.a", modules["aiokproto.a"], modules) == {
+        "aiokproto.a.b",
+        "aiokproto.a.c",
+    }
+    # `from . import X` takes a name from its own package: an edge back to it
+    assert _edges("aiokproto.a.b", modules["aiokproto.a.b"], modules) == {
+        "aiokproto.a.c",
+        "aiokproto.d",
+        "aiokproto.a",
+    }
