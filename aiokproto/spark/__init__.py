@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from aiokproto.spark.datasource import KafkaDataSource
-
-from aiokproto.spark.options import FORMAT
+    from aiokproto.spark.options import FORMAT
 
 __all__ = ["FORMAT", "KafkaDataSource", "register"]
 
@@ -32,6 +31,12 @@ def register(spark: SparkSession) -> None:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "FORMAT":
+        # defined with the options (datasource.py takes it from there, not from this
+        # package); loaded on use so ``import aiokproto.spark`` stays as cheap as before
+        from aiokproto.spark.options import FORMAT
+
+        return FORMAT
     if name == "KafkaDataSource":
         from aiokproto.spark.datasource import KafkaDataSource
 
