@@ -321,9 +321,6 @@ class RecordBatchBuilder(_AppendState):
     def set_base_offset(self, base_offset: int) -> None:
         self._base_offset = base_offset
 
-    def set_partition_leader_epoch(self, epoch: int) -> None:
-        self._partition_leader_epoch = epoch
-
     def _attributes(self) -> int:
         attrs = self._codec
         if self._log_append_time:
