@@ -139,14 +139,14 @@ def decode_records(
     new = tuple.__new__
     zz1 = _ZZ1
     zz2 = _ZZ2
+    ct = CREATE_TIME
     # the two shapes in use get a tuple display of locals (no unpacking per record)
     shape = (len(prefix), len(suffix))
-    if shape == (2, 1):
+    consumer = shape == (2, 1)
+    bare = shape == (0, 0)
+    if consumer:
         p0, p1 = prefix
         (s0,) = suffix
-        kind = 2
-    else:
-        kind = 0 if shape == (0, 0) else 1
     pos = 0
     i = 0
     key: bytes | None
@@ -240,14 +240,13 @@ def decode_records(
                 headers, pos = _headers(buf, pos)
             if pos != rend:
                 raise CorruptRecordError(f"record {i} does not end where its length says")
-            if kind == 2:
-                append(new(cls, (p0, p1, base_offset + od, base_ts + td, CREATE_TIME,
+            if consumer:
+                append(new(cls, (p0, p1, base_offset + od, base_ts + td, ct,
                                  key, value, headers, s0)))
-            elif kind == 0:
-                append(new(cls, (base_offset + od, base_ts + td, CREATE_TIME,
-                                 key, value, headers)))
+            elif bare:
+                append(new(cls, (base_offset + od, base_ts + td, ct, key, value, headers)))
             else:
-                append(new(cls, (*prefix, base_offset + od, base_ts + td, CREATE_TIME,
+                append(new(cls, (*prefix, base_offset + od, base_ts + td, ct,
                                  key, value, headers, *suffix)))
     except CorruptRecordError as exc:
         raise CorruptRecordError(f"record batch at offset {base_offset}: {exc}") from None
