@@ -192,9 +192,6 @@ class Fetcher:
         """Wake everyone waiting for data (they re-check whether to go on)."""
         self._data.set()
 
-    def has_data(self) -> bool:
-        return bool(self._buffer)
-
     def raise_errors(self, partitions: Collection[TopicPartition] | None = None) -> None:
         if self._fatal is not None:
             raise KafkaError(f"the consumer's fetcher failed: {self._fatal!r}") from self._fatal

@@ -103,7 +103,3 @@ class Sensor:
     def min(self, now: float | None = None) -> float:
         now = time.monotonic() if now is None else now
         return min((self._mins[i] for i in self._live(now)), default=NAN)
-
-    def window_sum(self, now: float | None = None) -> float:
-        now = time.monotonic() if now is None else now
-        return sum(self._sums[i] for i in self._live(now))

@@ -205,16 +205,3 @@ def parse_producer_options(config: ClientConfig, options: Mapping[str, Any]) -> 
         transaction_timeout_ms=txn_timeout,
         metadata_max_idle_ms=idle,
     )
-
-
-def record_size_bound(key: bytes | None, value: bytes | None, headers: Any) -> int:
-    """An upper bound of one record's encoded size in a batch of its own."""
-    size = _RECORD_OVERHEAD
-    if key is not None:
-        size += len(key)
-    if value is not None:
-        size += len(value)
-    if headers:
-        for hkey, hvalue in headers:
-            size += 10 + len(hkey) * 4 + (len(hvalue) if hvalue is not None else 0)
-    return size

@@ -54,10 +54,6 @@ class Message(Struct):
                 f"valid versions are {cls.MIN_VERSION}-{cls.MAX_VERSION}"
             )
 
-    @classmethod
-    def is_flexible(cls, version: int) -> bool:
-        return cls.FLEXIBLE_MIN is not None and version >= cls.FLEXIBLE_MIN
-
     def encode(self, version: int) -> bytes:
         """The body at ``version`` (no header, no size prefix)."""
         out = bytearray()

@@ -83,13 +83,3 @@ def decode_varlong(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[i
     """Zig-zag signed 64-bit varlong at ``pos``."""
     raw, pos = decode_uvarlong(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
-
-
-def size_of_uvarint(value: int) -> int:
-    """Bytes ``encode_uvarint(value)`` takes."""
-    return max(1, (value.bit_length() + 6) // 7)
-
-
-def size_of_varint(value: int) -> int:
-    """Bytes ``encode_varint``/``encode_varlong`` take for ``value``."""
-    return size_of_uvarint((value << 1) ^ (value >> 63))

@@ -25,18 +25,16 @@ from aiokproto.accel import native as _native
 from aiokproto.errors import (
     CorruptRecordError,
     IllegalStateError,
-    KafkaProtocolError,
     UnsupportedCompressionTypeError,
 )
 from aiokproto.protocol.varint import (
-    decode_varint,
-    decode_varlong,
     encode_varint,
     encode_varlong,
 )
 from aiokproto.records import compression as _compression
 from aiokproto.records.control import ControlRecord, decode_control_record
-from aiokproto.records.record import CREATE_TIME, LOG_APPEND_TIME, Header, Headers, Record
+from aiokproto.records.decode import MIN_RECORD, decode_batch
+from aiokproto.records.record import CREATE_TIME, LOG_APPEND_TIME, Header, Record
 
 MAGIC: Final = 2
 HEADER: Final = struct.Struct(">qiibIhiqqqhii")
@@ -46,7 +44,6 @@ LOG_OVERHEAD: Final = 12
 _CRC_START: Final = 21  # attributes..end
 _CRC = struct.Struct(">I")
 _MAX_OFFSET: Final = 2**63 - 1
-_MIN_RECORD: Final = 7  # length, attributes, ts, offset, key len, value len, header count
 
 CODEC_MASK: Final = 0x07
 TIMESTAMP_TYPE_MASK: Final = 0x08
@@ -64,10 +61,6 @@ _TABLE_SIZE: Final = 1 << 12
 _VARINT: Final[list[bytes]] = [encode_varint(i) for i in range(_TABLE_SIZE)]
 _NULL_LENGTH: Final = b"\x01"  # varint(-1)
 _NO_HEADERS: Final = b"\x00"
-# Decoded values of one-byte zig-zag varints.
-_ZZ: Final[list[int]] = [(b >> 1) ^ -(b & 1) for b in range(128)]
-# ... and of two-byte ones, indexed by (second byte << 7 | first byte & 127).
-_ZZ2: Final[list[int]] = [(raw >> 1) ^ -(raw & 1) for raw in range(1 << 14)]
 
 
 def _encode_headers(headers: Sequence[Header]) -> bytes:
@@ -328,9 +321,6 @@ class RecordBatchBuilder(_AppendState):
     def set_base_offset(self, base_offset: int) -> None:
         self._base_offset = base_offset
 
-    def set_partition_leader_epoch(self, epoch: int) -> None:
-        self._partition_leader_epoch = epoch
-
     def _attributes(self) -> int:
         attrs = self._codec
         if self._log_append_time:
@@ -464,7 +454,7 @@ class RecordBatch:
                 self.base_offset + self.last_offset_delta >= _MAX_OFFSET:
             raise self._corrupt(f"impossible offsets: base {self.base_offset}, last offset "
                                 f"delta {self.last_offset_delta}")
-        if self.record_count * _MIN_RECORD > max(len(data) - HEADER_SIZE, 0) and \
+        if self.record_count * MIN_RECORD > max(len(data) - HEADER_SIZE, 0) and \
                 not self.attributes & CODEC_MASK:
             raise self._corrupt(f"{self.record_count} records cannot fit in "
                                 f"{len(data) - HEADER_SIZE} bytes")
@@ -540,43 +530,11 @@ class RecordBatch:
 
     # records
 
-    def _records_bytes(self) -> bytes:
-        body = self._data[HEADER_SIZE:]
-        codec = self.attributes & CODEC_MASK
-        if not codec:
-            return bytes(body)
-        try:
-            out = _compression.decompress(codec, body, max_size=self._max_decompressed)
-        except CorruptRecordError as exc:
-            raise self._corrupt(str(exc)) from exc
-        except UnsupportedCompressionTypeError as exc:
-            raise UnsupportedCompressionTypeError(
-                f"record batch at offset {self.base_offset} uses compression codec "
-                f"{codec}, which this client does not support"
-            ) from exc
-        if self.record_count * _MIN_RECORD > len(out):
-            raise self._corrupt(f"{self.record_count} records cannot fit in "
-                                f"{len(out)} decompressed bytes")
-        return out
-
     def records(self) -> list[Record]:
         """Decode (and decompress) all records; raises CorruptRecordError if malformed."""
-        buf = self._records_bytes()
-        if _native is None:
-            out = _decode_records(buf, self.record_count, self.base_offset,
-                                  self.base_timestamp)
-        else:
-            try:
-                out = _native.decode_records(buf, self.record_count, self.base_offset,
-                                             self.base_timestamp, Record, (), ())
-            except ValueError as exc:  # UnicodeDecodeError too
-                raise self._corrupt(str(exc)) from None
-        if self.attributes & TIMESTAMP_TYPE_MASK:
-            # LogAppendTime: the broker's time (the batch max timestamp) for every record
-            lat = self.max_timestamp
-            new = tuple.__new__
-            out = [new(Record, (r[0], lat, LOG_APPEND_TIME, r[3], r[4], r[5])) for r in out]
-        return out
+        return decode_batch(self._data[HEADER_SIZE:], self.attributes, self.record_count,
+                            self.base_offset, self.base_timestamp, self.max_timestamp,
+                            self._max_decompressed, Record, (), ())
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
@@ -591,138 +549,3 @@ class RecordBatch:
                                     "control batch")
         return [decode_control_record(r.offset, r.timestamp, r.key, r.value)
                 for r in self.records()]
-
-
-def _decode_headers(buf: bytes, pos: int) -> tuple[Headers, int]:
-    count, pos = decode_varint(buf, pos)
-    if count < 0 or count * 2 > len(buf) - pos:
-        raise CorruptRecordError(f"impossible header count {count}")
-    headers: list[Header] = []
-    for _ in range(count):
-        kl, pos = decode_varint(buf, pos)
-        if kl < 0:
-            raise CorruptRecordError(f"negative header key length {kl}")
-        hkey = buf[pos:pos + kl].decode()
-        pos += kl
-        vl, pos = decode_varint(buf, pos)
-        if vl < 0:
-            if vl != -1:
-                raise CorruptRecordError(f"negative header value length {vl}")
-            headers.append((hkey, None))
-        else:
-            headers.append((hkey, buf[pos:pos + vl]))
-            pos += vl
-    return tuple(headers), pos
-
-
-def _decode_records(buf: bytes, count: int, base_offset: int, base_ts: int) -> list[Record]:
-    """The consumer's hot loop: 1- and 2-byte varints are decoded inline by table.
-
-    Length fields are not range-checked one by one: every record must end exactly
-    where its length says, and indexing past the buffer raises IndexError, so any
-    inconsistency surfaces as CorruptRecordError below without extra comparisons.
-    """
-    out: list[Record] = []
-    append = out.append
-    new = tuple.__new__
-    record_cls = Record
-    zz = _ZZ
-    zz2 = _ZZ2
-    pos = 0
-    i = 0
-    key: bytes | None
-    value: bytes | None
-    try:
-        for i in range(count):
-            b = buf[pos]
-            if b < 128:
-                length = zz[b]
-                pos += 1
-            else:
-                b2 = buf[pos + 1]
-                if b2 < 128:
-                    length = zz2[b2 << 7 | b & 127]
-                    pos += 2
-                else:
-                    length, pos = decode_varint(buf, pos)
-            rend = pos + length
-            # the attributes byte at pos is unused
-            b = buf[pos + 1]
-            if b < 128:
-                td = zz[b]
-                pos += 2
-            else:
-                b2 = buf[pos + 2]
-                if b2 < 128:
-                    td = zz2[b2 << 7 | b & 127]
-                    pos += 3
-                else:
-                    td, pos = decode_varlong(buf, pos + 1)
-            b = buf[pos]
-            if b < 128:
-                od = zz[b]
-                pos += 1
-            else:
-                b2 = buf[pos + 1]
-                if b2 < 128:
-                    od = zz2[b2 << 7 | b & 127]
-                    pos += 2
-                else:
-                    od, pos = decode_varint(buf, pos)
-            b = buf[pos]
-            if b == 1:  # null key, the common case
-                key = None
-                pos += 1
-            else:
-                if b < 128:
-                    kl = zz[b]
-                    pos += 1
-                else:
-                    kl, pos = decode_varint(buf, pos)
-                if kl < 0:
-                    raise CorruptRecordError(f"record {i} has key length {kl}")
-                key = buf[pos:pos + kl]
-                pos += kl
-            b = buf[pos]
-            if b < 128:
-                if b == 1:
-                    value = None
-                    pos += 1
-                else:
-                    vl = zz[b]
-                    if vl < 0:
-                        raise CorruptRecordError(f"record {i} has value length {vl}")
-                    pos += 1
-                    value = buf[pos:pos + vl]
-                    pos += vl
-            else:
-                b2 = buf[pos + 1]
-                if b2 < 128:
-                    vl = zz2[b2 << 7 | b & 127]
-                    pos += 2
-                else:
-                    vl, pos = decode_varint(buf, pos)
-                if vl < 0:
-                    raise CorruptRecordError(f"record {i} has value length {vl}")
-                value = buf[pos:pos + vl]
-                pos += vl
-            if buf[pos] == 0:
-                headers: Headers = ()
-                pos += 1
-            else:
-                headers, pos = _decode_headers(buf, pos)
-            if pos != rend:
-                raise CorruptRecordError(f"record {i} does not end where its length "
-                                         f"{length} says")
-            append(new(record_cls, (base_offset + od, base_ts + td, CREATE_TIME,
-                                    key, value, headers)))
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(f"record batch at offset {base_offset}: {exc}") from None
-    except (IndexError, KafkaProtocolError, UnicodeDecodeError) as exc:
-        raise CorruptRecordError(
-            f"record batch at offset {base_offset}: record {i} is truncated or malformed ({exc})"
-        ) from None
-    if pos != len(buf):
-        raise CorruptRecordError(f"record batch at offset {base_offset}: {len(buf) - pos} bytes "
-                                 f"left after its {count} records")
-    return out

@@ -219,11 +219,6 @@ class KafkaNode:
             return None
         return processes.terminate(self._proc, grace=timeout)
 
-    def request_stop(self) -> None:
-        """Send SIGTERM without waiting (to stop several nodes in parallel)."""
-        if self._proc is not None:
-            processes.signal_term(self._proc)
-
     def kill(self) -> int | None:
         """Crash the node (SIGKILL): no controlled shutdown, leadership moves on timeout."""
         if self._proc is None:

@@ -18,11 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiokproto import accel
-from aiokproto.consumer import decode as consumer_decode
 from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.errors import CorruptRecordError
 from aiokproto.producer.partitioner import murmur2_python
-from aiokproto.records import batch_v2
+from aiokproto.records import batch_v2, decode
 from aiokproto.records.batch_v2 import HEADER_SIZE, RecordBatch, RecordBatchBuilder
 from aiokproto.records.record import Record
 
@@ -109,7 +108,7 @@ def _section(recs: list[tuple[int, bytes | None, bytes | None, list[Any]]]) -> b
 def _both(buf: bytes, count: int) -> tuple[Any, Any]:
     """(python result or error type, native result or error type)."""
     try:
-        py: Any = consumer_decode.decode_v2_python(buf, count, 10, 1_000, "t", 3, 7)
+        py: Any = decode.decode_records(buf, count, 10, 1_000, ConsumerRecord, ("t", 3), (7,))
     except CorruptRecordError:
         py = CorruptRecordError
     try:
@@ -180,7 +179,7 @@ def test_offsets_and_timestamps_beyond_int64_are_exact() -> None:
     buf = bytes(b.build())[HEADER_SIZE:]
     base = 2**63 - 2
     got = native.decode_records(buf, 1, base, base, Record, (), ())
-    want = batch_v2._decode_records(buf, 1, base, base)
+    want = decode.decode_records(buf, 1, base, base, Record, (), ())
     assert got == want and got[0].timestamp == base + 0
 
 
@@ -191,10 +190,10 @@ def test_record_batch_iteration_uses_the_same_records_either_way() -> None:
     batch = RecordBatch.parse(bytes(b.build()))
     compiled = batch.records()
     try:
-        batch_v2._native = None
+        decode._native = None
         assert batch.records() == compiled
     finally:
-        batch_v2._native = native
+        decode._native = native
     assert all(type(r) is Record for r in compiled)
 
 
@@ -212,7 +211,7 @@ def test_decoded_records_are_not_tracked_by_the_cyclic_gc() -> None:
     assert not any(gc.is_tracked(r.headers) for r in got)
     assert not any(gc.is_tracked(h) for r in got for h in r.headers)
     gc.collect()
-    want = consumer_decode.decode_v2_python(buf, 20, 0, 1_000, "t", 3, 7)
+    want = decode.decode_records(buf, 20, 0, 1_000, ConsumerRecord, ("t", 3), (7,))
     assert got == want
     held = native.decode_records(buf, 20, 0, 1_000, ConsumerRecord, ("t", [3]), (7,))
     assert all(gc.is_tracked(r) for r in held)

@@ -459,10 +459,6 @@ class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
     def _post(self, item: _Item) -> None:
         self._events.put_nowait(item)
 
-    def _fail_now(self, error: BaseException) -> None:
-        self._errors.append(error)
-        self._notify()
-
     def _resolve_leaves(self) -> None:
         leaves, self._leaves = self._leaves, []
         for fut in leaves:
