@@ -248,8 +248,7 @@ record_class_ok(PyTypeObject *t)
  *
  * Every record of an uncompressed v2 records section, each as
  * cls(*prefix, offset, timestamp, 0, key, value, headers, *suffix). The Python
- * reference is aiokproto.consumer.decode.decode_v2's loop (and
- * aiokproto.records.batch_v2._decode_records). */
+ * reference is aiokproto.records.decode.decode_records. */
 static PyObject *
 decode_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
