@@ -103,6 +103,24 @@ async def forwarder(port: int, target: str) -> AsyncIterator[None]:
             task.cancel()
 
 
+@contextlib.asynccontextmanager
+async def silent_server() -> AsyncIterator[tuple[str, list[asyncio.StreamWriter]]]:
+    """A port on 127.0.0.1 that accepts connections and never answers: its address,
+    and the connections it accepted (kept open until the block ends)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    try:
+        yield f"127.0.0.1:{server.sockets[0].getsockname()[1]}", held
+    finally:
+        server.close()
+        for writer in held:
+            writer.close()
+
+
 async def test_bootstrap_timeout_ms_waits_for_brokers_that_start_later(kafka: Any) -> None:
     port = closed_port()
     client = client_for(f"127.0.0.1:{port}", bootstrap_timeout_ms=10_000)
@@ -118,28 +136,17 @@ async def test_bootstrap_timeout_ms_waits_for_brokers_that_start_later(kafka: An
 async def test_a_server_that_answered_gets_default_api_timeout_ms() -> None:
     # TCP accepted but no Kafka answer: the cluster exists, so the short bound no
     # longer applies (a broker still loading, a slow network)
-    held: list[asyncio.StreamWriter] = []
-
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-
-    server = await asyncio.start_server(silent, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client = client_for(
-        f"127.0.0.1:{port}",
-        bootstrap_timeout_ms=200,
-        default_api_timeout_ms=1500,
-        request_timeout_ms=400,
-    )
-    began = time.monotonic()
-    try:
+    async with silent_server() as (address, _):
+        client = client_for(
+            address,
+            bootstrap_timeout_ms=200,
+            default_api_timeout_ms=1500,
+            request_timeout_ms=400,
+        )
+        began = time.monotonic()
         with pytest.raises(BootstrapError, match=r"within 1\.5 s \(default_api_timeout_ms\)"):
             await client.start()
         assert time.monotonic() - began > 1.2
-    finally:
-        server.close()
-        for writer in held:
-            writer.close()
 
 
 async def test_one_dead_and_one_live_address_start_at_once(kafka: Any) -> None:
@@ -159,25 +166,14 @@ async def test_a_server_that_never_answers_does_not_hold_up_a_live_one(
     # or a connect timeout that outlasts bootstrap_timeout_ms. The tie-break of equally
     # loaded nodes is random: fixed here so each order is tried for sure.
     monkeypatch.setattr("aiokproto.cluster.client.random.random", lambda: 0.0)
-    held: list[asyncio.StreamWriter] = []
-
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-
-    server = await asyncio.start_server(silent, "127.0.0.1", 0)
-    silent_at = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
     live = kafka.bootstrap_servers.split(",")[0]
-    try:
+    async with silent_server() as (silent_at, held):
         for servers in (f"{silent_at},{live}", f"{live},{silent_at}"):
             began = time.monotonic()
             async with Admin(bootstrap_servers=servers) as admin:
                 assert (await admin.describe_cluster()).brokers
             assert time.monotonic() - began < 5, servers
         assert held, "the silent server was never tried: the test proves nothing"
-    finally:
-        server.close()
-        for writer in held:
-            writer.close()
 
 
 # -- hostile: giving up on a failing start ------------------------------------------
