@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from aiokproto.errors import KafkaConfigError
-from aiokproto.net.config import ConnectionConfig
+from aiokproto.net.connection_config import ConnectionConfig
 from aiokproto.net.sasl import TokenProvider
 from aiokproto.net.security import SecurityConfig
 

@@ -15,7 +15,6 @@ import pytest
 import aiokproto
 from aiokproto import errors
 from aiokproto.consumer import errors as consumer_errors
-from aiokproto.consumer.group import errors as group_errors
 from aiokproto.errors import (
     BootstrapError,
     CommitFailedError,
@@ -44,7 +43,9 @@ def test_the_consumer_errors_are_one_class_wherever_they_are_imported_from() -> 
     assert consumer_errors.ConsumerStoppedError is ConsumerStoppedError
     assert consumer_errors.NoOffsetForPartitionError is NoOffsetForPartitionError
     assert consumer_errors.NoGroupError is NoGroupError
-    assert group_errors.CommitFailedError is CommitFailedError
+    from aiokproto.consumer.group import CommitFailedError as from_group
+
+    assert from_group is CommitFailedError
     assert aiokproto.ConsumerStoppedError is ConsumerStoppedError
     from aiokproto.consumer import CommitFailedError as from_consumer
 

@@ -11,7 +11,7 @@ import pytest
 
 from aiokproto import Admin, Consumer, Producer, ShareConsumer
 from aiokproto.config import CLIENT_OPTIONS
-from aiokproto.consumer.config import CONSUMER_OPTIONS, group_option_names
+from aiokproto.consumer.consumer_config import CONSUMER_OPTIONS, group_option_names
 from aiokproto.producer.options import PRODUCER_OPTIONS
 from aiokproto.records import compression
 from aiokproto.share.consumer import _SHARE_OPTIONS

@@ -1,7 +1,7 @@
 """The Admin client and the types its methods take and return."""
 
+from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.admin.client import Admin
-from aiokproto.admin.errors import AdminBatchError
 from aiokproto.admin.types import (
     AclBinding,
     AclBindingFilter,

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable, Mapping
 from typing import TypeVar
 
-from aiokproto.admin.errors import AdminBatchError
+from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.errors import KafkaError, KafkaTimeoutError, NotControllerError
 
 K = TypeVar("K", bound=Hashable)

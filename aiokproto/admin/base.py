@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
 
 from aiokproto.admin._batch import run_batch
-from aiokproto.admin.errors import AdminBatchError
+from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.admin.types import AclOperation, TopicPartition
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.coordinators import GROUP

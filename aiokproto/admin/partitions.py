@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiokproto.admin.base import _TOPIC_GONE, AdminBase, Outcome, _error, _leader_epoch
-from aiokproto.admin.errors import AdminBatchError
+from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.admin.types import (
     DeletedRecords,
     ElectionType,

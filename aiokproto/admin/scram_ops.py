@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from aiokproto.admin.base import AdminBase, Outcome, _error
-from aiokproto.admin.errors import AdminBatchError
+from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.admin.scram import new_salt, salted_password
 from aiokproto.admin.types import (
     ScramCredentialInfo,

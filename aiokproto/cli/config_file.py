@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokproto.config import CLIENT_OPTIONS
-from aiokproto.consumer.config import CONSUMER_OPTIONS, group_option_names
+from aiokproto.consumer.consumer_config import CONSUMER_OPTIONS, group_option_names
 from aiokproto.producer.options import PRODUCER_OPTIONS
 
 

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 import click
 
 from aiokproto.admin import Admin
-from aiokproto.admin.errors import AdminBatchError
+from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.cli.common import (
     CliError,
     Settings,

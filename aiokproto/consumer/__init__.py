@@ -8,9 +8,9 @@ from aiokproto.consumer.errors import (
     OffsetOutOfRangeConsumerError,
     RecordDeserializationError,
 )
-from aiokproto.consumer.group.errors import CommitFailedError
 from aiokproto.consumer.listener import ConsumerRebalanceListener
 from aiokproto.consumer.record import ConsumerRecord, OffsetAndTimestamp
+from aiokproto.errors import CommitFailedError
 
 __all__ = [
     "CommitFailedError",

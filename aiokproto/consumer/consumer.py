@@ -1,7 +1,7 @@
 """The ``Consumer``: the application's view of fetching, positions and the group.
 
 It owns a ``ClusterClient``, a ``SubscriptionState``, a ``Fetcher`` and (with
-``group_id``) a ``GroupCoordinator``; every call runs on the caller's task, and
+``group_id``) a ``ClassicGroupDriver``; every call runs on the caller's task, and
 background failures surface on the next call. Without ``group_id`` a subscription to
 topics (or a pattern) is served by assigning every partition of them to this consumer.
 """
@@ -20,7 +20,7 @@ from aiokproto._generic import K, T, U, V
 from aiokproto.awaitables import DONE
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.config import split_options
-from aiokproto.consumer.config import CONSUMER_OPTIONS, ConsumerConfig, group_option_names
+from aiokproto.consumer.consumer_config import CONSUMER_OPTIONS, ConsumerConfig, group_option_names
 from aiokproto.consumer.errors import (
     ConsumerStoppedError,
     NoGroupError,
@@ -46,10 +46,10 @@ from aiokproto.telemetry.reporter import TelemetryReporter
 
 if TYPE_CHECKING:
     import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build
+    from aiokproto.consumer.group.classic_driver import ClassicGroupDriver
     from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
-    from aiokproto.consumer.group.coordinator import GroupCoordinator
 
-    Group = GroupCoordinator | ConsumerGroupDriver
+    Group = ClassicGroupDriver | ConsumerGroupDriver
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class Consumer(Generic[K, V]):
         self._group_options = {k: v for k, v in own.items() if k in group_names}
         self._group_config: Any = None
         if self._group_options.get("group_protocol") == "consumer":
-            from aiokproto.consumer.group.config import CLASSIC_ONLY_OPTIONS
+            from aiokproto.consumer.group.group_config import CLASSIC_ONLY_OPTIONS
 
             refused = sorted(k for k in CLASSIC_ONLY_OPTIONS if k in self._group_options)
             if refused:
@@ -199,7 +199,7 @@ class Consumer(Generic[K, V]):
                     "partitions (choose its assignor with group_remote_assignor)"
                 )
         if self._config.group_id is not None:
-            from aiokproto.consumer.group.config import GroupConfig
+            from aiokproto.consumer.group.group_config import GroupConfig
 
             self._group_config = GroupConfig(
                 group_id=self._config.group_id,
@@ -313,9 +313,9 @@ class Consumer(Generic[K, V]):
 
             group = ConsumerGroupDriver(self._client, self._subs, self._group_config)
         else:
-            from aiokproto.consumer.group.coordinator import GroupCoordinator
+            from aiokproto.consumer.group.classic_driver import ClassicGroupDriver
 
-            group = GroupCoordinator(self._client, self._subs, self._group_config)
+            group = ClassicGroupDriver(self._client, self._subs, self._group_config)
         group.set_metrics(self._group_metrics)
         return group
 

@@ -9,7 +9,7 @@ aborted transactions and offsets compacted away at the end of a batch.
 
 from __future__ import annotations
 
-from aiokproto.consumer.config import Deserializer
+from aiokproto.consumer.consumer_config import Deserializer
 from aiokproto.consumer.decode import decode_legacy, decode_v2
 from aiokproto.consumer.errors import RecordDeserializationError
 from aiokproto.consumer.record import ConsumerRecord

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.snapshot import BrokerInfo
-from aiokproto.consumer.config import READ_COMMITTED, ConsumerConfig
+from aiokproto.consumer.consumer_config import READ_COMMITTED, ConsumerConfig
 from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError
 from aiokproto.consumer.fetched import FetchedData, SharedFrame, first_batch_size
 from aiokproto.consumer.offsets import EARLIEST, LATEST, OffsetClient

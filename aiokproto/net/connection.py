@@ -32,7 +32,7 @@ from aiokproto.errors import (
     UnsupportedVersionError,
     for_code,
 )
-from aiokproto.net.config import ConnectionConfig
+from aiokproto.net.connection_config import ConnectionConfig
 from aiokproto.net.framing import FrameAssembler, foreign_protocol
 from aiokproto.net.security import SecurityConfig
 from aiokproto.protocol.base import Request, Response

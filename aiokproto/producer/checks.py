@@ -2,7 +2,7 @@
 
 Key, value and headers must be bytes (or pass a serializer): each check raises
 ``SerializationError`` before anything malformed reaches a batch. Its own module so
-that ``producer.py`` and ``built.py`` both use it without importing each other.
+that ``producer.py`` and ``batch_builder.py`` both use it without importing each other.
 """
 
 from __future__ import annotations

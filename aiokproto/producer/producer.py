@@ -43,7 +43,7 @@ from aiokproto.metrics.producer import ProducerMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.producer.accumulator import RECORD_CHARGE, Accumulator
 from aiokproto.producer.batch import PartitionQueue, ProducerBatch
-from aiokproto.producer.built import BatchBuilder
+from aiokproto.producer.batch_builder import BatchBuilder
 from aiokproto.producer.checks import (
     SerializationError as SerializationError,  # re-exported: its home before issue 32
 )

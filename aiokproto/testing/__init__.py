@@ -6,9 +6,7 @@ directory (``default_cache_dir()``: ``$AIOKPROTO_CACHE_DIR``, else
 testcontainers; ``aiokproto.testing.pytest_plugin`` provides pytest fixtures.
 """
 
-from aiokproto.testing.certs import TlsFiles, generate_tls_files
-from aiokproto.testing.cluster import LocalKafka
-from aiokproto.testing.config import (
+from aiokproto.testing.broker_config import (
     ALL_LISTENERS,
     DEFAULT_SASL_USERS,
     PLAINTEXT,
@@ -20,6 +18,8 @@ from aiokproto.testing.config import (
     SaslUser,
     SecurityOptions,
 )
+from aiokproto.testing.certs import TlsFiles, generate_tls_files
+from aiokproto.testing.cluster import LocalKafka
 from aiokproto.testing.discovery import (
     ContainerKafka,
     ExternalKafka,

@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokproto.testing import probe
-from aiokproto.testing.cluster import LocalKafka
-from aiokproto.testing.config import (
+from aiokproto.testing.broker_config import (
     PLAINTEXT,
     PLAINTEXT_ONLY,
     SASL_PLAINTEXT,
@@ -37,6 +36,7 @@ from aiokproto.testing.config import (
     SSL,
     SecurityOptions,
 )
+from aiokproto.testing.cluster import LocalKafka
 from aiokproto.testing.errors import KafkaHarnessError
 from aiokproto.testing.jars import (
     DEFAULT_VERSION,

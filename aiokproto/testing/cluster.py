@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Self
 
 from aiokproto.testing import probe
-from aiokproto.testing.certs import TlsFiles, generate_tls_files
-from aiokproto.testing.config import (
+from aiokproto.testing.broker_config import (
     ALL_LISTENERS,
     PLAINTEXT,
     NodeAddress,
@@ -22,6 +21,7 @@ from aiokproto.testing.config import (
     scram_format_args,
     server_properties,
 )
+from aiokproto.testing.certs import TlsFiles, generate_tls_files
 from aiokproto.testing.errors import KafkaHarnessError
 from aiokproto.testing.jars import DEFAULT_VERSION, check_version, resolve_jars
 from aiokproto.testing.lifecycle import BlockingService

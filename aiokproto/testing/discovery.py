@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from aiokproto.testing.broker_config import ALL_LISTENERS, SecurityOptions
 from aiokproto.testing.cluster import LocalKafka
-from aiokproto.testing.config import ALL_LISTENERS, SecurityOptions
 from aiokproto.testing.errors import KafkaHarnessError
 from aiokproto.testing.jars import DEFAULT_VERSION, check_version, is_resolved, tool_on_path
 from aiokproto.testing.node import find_java

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from aiokproto.testing import probe, processes
-from aiokproto.testing.config import (
+from aiokproto.testing.broker_config import (
     LOOPBACK,
     PLAINTEXT,
     NodeAddress,

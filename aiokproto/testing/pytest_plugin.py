@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
+from aiokproto.testing.broker_config import ALL_LISTENERS, PLAINTEXT_ONLY
 from aiokproto.testing.cluster import LocalKafka
-from aiokproto.testing.config import ALL_LISTENERS, PLAINTEXT_ONLY
 from aiokproto.testing.discovery import (
     KafkaService,
     external_bootstrap,

@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 
 from aiokproto.admin import Admin, NewTopic
 from aiokproto.testing import LocalKafka
-from aiokproto.testing.config import PLAINTEXT_ONLY
+from aiokproto.testing.broker_config import PLAINTEXT_ONLY
 from aiokproto.testing.discovery import KafkaService, external_bootstrap, local_jars_possible
 
 # Quick failure in tests instead of a minute of retries when something is wrong.

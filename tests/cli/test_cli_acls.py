@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aiokproto.testing import LocalKafka
-from aiokproto.testing.config import PLAINTEXT_ONLY
+from aiokproto.testing.broker_config import PLAINTEXT_ONLY
 from aiokproto.testing.discovery import KafkaService, external_bootstrap, local_jars_possible
 
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("AIOKPROTO_")}

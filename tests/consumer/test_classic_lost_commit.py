@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from aiokproto.consumer import CommitFailedError, Consumer
-from aiokproto.consumer.group import GroupCoordinator
-from aiokproto.consumer.group.state import State
+from aiokproto.consumer.group import ClassicGroupDriver
+from aiokproto.consumer.group.classic_machine import State
 from tests.consumer.lost_commit import HoldsTheLoss, forty_records, record_commits
 from tests.consumer.test_consume_group_e2e import take
 from tests.consumer.test_group_guarantees import until
@@ -56,7 +56,7 @@ async def test_a_commit_issued_while_partitions_are_lost_fails_and_is_never_sent
     async with asyncio.timeout(90):
         async with a:
             coordinator = a.group_coordinator
-            assert isinstance(coordinator, GroupCoordinator)
+            assert isinstance(coordinator, ClassicGroupDriver)
             await take(a, 20)
             await a.commit({tp: 10})
             generation = coordinator.generation_id

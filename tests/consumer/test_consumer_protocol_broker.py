@@ -12,7 +12,7 @@ from typing import Any
 
 from aiokproto.consumer import Consumer, ConsumerRebalanceListener
 from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
-from aiokproto.consumer.group.membership import Effect, EffectKind, State
+from aiokproto.consumer.group.consumer_machine import Effect, EffectKind, State
 from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic

@@ -16,7 +16,7 @@ import pytest
 
 from aiokproto.consumer import CommitFailedError, Consumer
 from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
-from aiokproto.consumer.group.membership import State
+from aiokproto.consumer.group.consumer_machine import State
 from aiokproto.errors import FencedMemberEpochError, KafkaConnectionError, UnknownMemberIdError
 from aiokproto.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from aiokproto.structs import OffsetAndMetadata, TopicPartition

@@ -11,7 +11,7 @@ import pytest
 
 from aiokproto.cluster.snapshot import BrokerInfo, ClusterSnapshot, PartitionInfo, TopicInfo
 from aiokproto.config import split_options
-from aiokproto.consumer.config import ConsumerConfig
+from aiokproto.consumer.consumer_config import ConsumerConfig
 from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError
 from aiokproto.consumer.fetcher import Fetcher
 from aiokproto.consumer.session import FetchSession

@@ -9,7 +9,7 @@ import pytest
 
 from aiokproto.admin import Admin, NewTopic
 from aiokproto.cluster.coordinators import GROUP
-from aiokproto.consumer.group import GroupConfig, GroupCoordinator
+from aiokproto.consumer.group import ClassicGroupDriver, GroupConfig
 from aiokproto.consumer.subscription import SubscriptionState
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 from aiokproto.testing import LocalKafka
@@ -30,7 +30,7 @@ async def test_commits_survive_coordinator_failover(
     sub.subscribe([topic_name])
     config = GroupConfig(group, session_timeout_ms=15000, heartbeat_interval_ms=500)
     async with client_for(bootstrap, request_timeout_ms=5000) as client:
-        async with GroupCoordinator(client, sub, config) as member:
+        async with ClassicGroupDriver(client, sub, config) as member:
             assert await member.wait_for_assignment(30)
             assert sub.assigned() == {tp0, tp1}
             await member.commit({tp0: OffsetAndMetadata(1), tp1: OffsetAndMetadata(1)})

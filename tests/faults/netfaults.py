@@ -15,8 +15,8 @@ from typing import Any, Generic, TypeVar
 from aiokproto import Admin, Consumer, NewTopic
 from aiokproto.config import parse_bootstrap_servers
 from aiokproto.errors import KafkaError
-from aiokproto.net.config import ConnectionConfig
 from aiokproto.net.connection import BrokerConnection
+from aiokproto.net.connection_config import ConnectionConfig
 from aiokproto.producer import DeliveryFuture, Producer, RecordMetadata
 from aiokproto.protocol.messages.find_coordinator import FindCoordinatorRequest
 

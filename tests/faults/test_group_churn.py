@@ -94,7 +94,7 @@ async def test_commit_fails_fast_when_its_member_leaves_mid_rebalance(
     member's slow revoke listener holds the rebalance open, deterministically.
 
     A commit now waits for the group only while it can still succeed, and never past
-    the poll deadline (``GroupCoordinator._until_commit_possible``).
+    the poll deadline (``ClassicGroupDriver._until_commit_possible``).
     """
     bootstrap = kafka.bootstrap_servers
     async with Admin(bootstrap_servers=bootstrap) as admin:

@@ -30,8 +30,8 @@ from aiokproto import (
     TopicPartition,
 )
 from aiokproto.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from aiokproto.net.config import ConnectionConfig
 from aiokproto.net.connection import BrokerConnection
+from aiokproto.net.connection_config import ConnectionConfig
 from aiokproto.protocol.headers import encode_request
 from aiokproto.protocol.messages.api_versions import ApiVersionsRequest
 from aiokproto.protocol.messages.find_coordinator import (

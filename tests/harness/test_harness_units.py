@@ -21,7 +21,7 @@ from aiokproto.testing import (
     generate_tls_files,
     metadata,
 )
-from aiokproto.testing.config import (
+from aiokproto.testing.broker_config import (
     NodeAddress,
     new_cluster_id,
     render_properties,
@@ -180,7 +180,7 @@ def test_unknown_version_is_refused() -> None:
 
 
 def test_cluster_ids_never_start_with_a_dash() -> None:
-    from aiokproto.testing.config import new_cluster_id
+    from aiokproto.testing.broker_config import new_cluster_id
 
     ids = [new_cluster_id() for _ in range(5000)]
     assert not any(i.startswith("-") for i in ids)

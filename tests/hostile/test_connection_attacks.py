@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from aiokproto.errors import KafkaError, KafkaTimeoutError
-from aiokproto.net.config import ConnectionConfig
 from aiokproto.net.connection import BrokerConnection
+from aiokproto.net.connection_config import ConnectionConfig
 from aiokproto.protocol.messages.metadata import MetadataRequest
 from aiokproto.testing import LocalKafka
 from tests.clients import client_for
@@ -32,7 +32,7 @@ async def test_requests_keep_call_order_across_a_reauthentication(
     never between SaslHandshake and SaslAuthenticate. Observed: A clears _reauth_at
     before its first await, so B skips the re-authentication and goes through the gate
     at once: written before A, in the middle of the SASL exchange."""
-    from aiokproto.testing.config import REAUTH_TEST_SESSION_MS
+    from aiokproto.testing.broker_config import REAUTH_TEST_SESSION_MS
 
     username, password = _user(kafka_secure)
     async with client_for(

@@ -136,7 +136,7 @@ async def test_stop_from_the_assigned_listener_does_not_hang(
     kafka: Any, topic_name: str
 ) -> None:
     """Expected: a consumer stopped from inside on_partitions_assigned (a listener that
-    finds it must shut down) is stopped within a few seconds. Observed: GroupCoordinator
+    finds it must shut down) is stopped within a few seconds. Observed: ClassicGroupDriver
     .close() waits for the listener to finish (_in_user_code), the listener waits for
     close(): deadlock until the close timeout."""
     await fill(kafka, topic_name, 1, 5)

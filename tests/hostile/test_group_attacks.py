@@ -355,7 +355,7 @@ async def test_unsubscribe_from_a_rebalance_listener_does_not_hang(
 ) -> None:
     """Expected: unsubscribe() called from on_partitions_assigned (a listener that
     decides this member should not consume these partitions) returns: the member
-    leaves the group. Observed: GroupCoordinator.unsubscribe() posts UNSUBSCRIBED to
+    leaves the group. Observed: ClassicGroupDriver.unsubscribe() posts UNSUBSCRIBED to
     the group task and awaits it, but the group task is the one running this
     listener: it waits forever (no timeout), the member stays in the group owning its
     partitions, and a later stop() waits 30 s for the listener."""

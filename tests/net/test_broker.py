@@ -167,7 +167,7 @@ async def test_oauthbearer_with_an_async_token_provider(kafka_secure: LocalKafka
 
 
 async def test_sasl_session_is_reauthenticated_before_it_expires(kafka_secure: LocalKafka) -> None:
-    from aiokproto.testing.config import REAUTH_TEST_SESSION_MS
+    from aiokproto.testing.broker_config import REAUTH_TEST_SESSION_MS
 
     username, password = _user(kafka_secure)
     async with client_for(

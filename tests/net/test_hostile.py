@@ -14,8 +14,8 @@ from aiokproto.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from aiokproto.net.config import ConnectionConfig
 from aiokproto.net.connection import BrokerConnection
+from aiokproto.net.connection_config import ConnectionConfig
 from aiokproto.protocol.messages.api_versions import (
     ApiVersionsRequest,
     ApiVersionsResponse,

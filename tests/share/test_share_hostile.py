@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aiokproto.admin import Admin
-from aiokproto.admin.errors import AdminBatchError
+from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.consumer.errors import RecordDeserializationError
 from aiokproto.errors import (
     ConsumerStoppedError,

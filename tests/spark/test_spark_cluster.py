@@ -466,7 +466,7 @@ def _assert_exact(got: list[Row3], want: list[Row3]) -> None:
 def own_kafka(kafka_version: str) -> Iterator[Any]:
     """A single-node broker of this test only (PLAINTEXT), which the test may restart."""
     from aiokproto.testing import LocalKafka
-    from aiokproto.testing.config import PLAINTEXT_ONLY
+    from aiokproto.testing.broker_config import PLAINTEXT_ONLY
     from aiokproto.testing.discovery import local_jars_possible
 
     if not local_jars_possible(kafka_version):

@@ -269,7 +269,7 @@ def test_producer_options() -> None:
 
 
 def test_role_options_exist_in_the_clients() -> None:
-    from aiokproto.consumer.config import CONSUMER_OPTIONS
+    from aiokproto.consumer.consumer_config import CONSUMER_OPTIONS
     from aiokproto.producer.options import PRODUCER_OPTIONS
 
     assert set(OWN["consumer"]) <= CONSUMER_OPTIONS

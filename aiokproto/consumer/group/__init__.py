@@ -11,21 +11,21 @@ from aiokproto.consumer.group.assignors import (
     RoundRobinAssignor,
     StickyAssignor,
 )
-from aiokproto.consumer.group.config import GROUP_OPTIONS, GroupConfig
+from aiokproto.consumer.group.classic_driver import ClassicGroupDriver
 from aiokproto.consumer.group.consumer_driver import ConsumerGroupDriver
-from aiokproto.consumer.group.coordinator import GroupCoordinator
-from aiokproto.consumer.group.errors import CommitFailedError
+from aiokproto.consumer.group.group_config import GROUP_OPTIONS, GroupConfig
 from aiokproto.consumer.group.protocol import Assignment, Subscription
+from aiokproto.errors import CommitFailedError
 
 __all__ = [
     "GROUP_OPTIONS",
     "Assignment",
     "Assignor",
+    "ClassicGroupDriver",
     "CommitFailedError",
     "ConsumerGroupDriver",
     "CooperativeStickyAssignor",
     "GroupConfig",
-    "GroupCoordinator",
     "GroupMember",
     "RangeAssignor",
     "RebalanceProtocol",

@@ -35,8 +35,15 @@ from typing import Any
 
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.consumer.group.committer import names
-from aiokproto.consumer.group.config import GroupConfig
-from aiokproto.consumer.group.errors import CommitFailedError
+from aiokproto.consumer.group.consumer_machine import (
+    Effect,
+    EffectKind,
+    Event,
+    MemberMachine,
+    State,
+    heartbeat_event,
+)
+from aiokproto.consumer.group.group_config import GroupConfig
 from aiokproto.consumer.group.heartbeat import (
     HeartbeatBuilder,
     HeartbeatTimer,
@@ -51,17 +58,10 @@ from aiokproto.consumer.group.member_base import (
     as_kafka_error,
     resolve_queued,
 )
-from aiokproto.consumer.group.membership import (
-    Effect,
-    EffectKind,
-    Event,
-    MemberMachine,
-    State,
-    heartbeat_event,
-)
 from aiokproto.consumer.group.outcomes import COORDINATOR_ERRORS
 from aiokproto.consumer.subscription import SubscriptionState
 from aiokproto.errors import (
+    CommitFailedError,
     FencedMemberEpochError,
     KafkaError,
     KafkaTimeoutError,
@@ -105,7 +105,7 @@ class _Item:
 
 class ConsumerGroupDriver(MemberBase[MemberMachine, Effect]):
     """Membership of one consumer in a ``group_protocol="consumer"`` group; the same
-    interface the ``Consumer`` uses of the classic ``GroupCoordinator``."""
+    interface the ``Consumer`` uses of the classic ``ClassicGroupDriver``."""
 
     _log = log
     _CLOSED_MESSAGE = "the group driver is closed"

@@ -1,4 +1,4 @@
-"""What the two group drivers share: ``MemberBase``, the base of ``GroupCoordinator``
+"""What the two group drivers share: ``MemberBase``, the base of ``ClassicGroupDriver``
 (classic protocol) and ``ConsumerGroupDriver`` (KIP-848).
 
 It holds the parts that are the same logic in both: the async context manager, the
@@ -28,10 +28,15 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, Self, TypeVar
 from aiokproto.cluster.backoff import Backoff
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.consumer.group.committer import GroupOffsets, names
-from aiokproto.consumer.group.config import GroupConfig
-from aiokproto.consumer.group.errors import CommitFailedError
+from aiokproto.consumer.group.group_config import GroupConfig
 from aiokproto.consumer.subscription import PartitionState, SubscriptionState
-from aiokproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, for_code
+from aiokproto.errors import (
+    CommitFailedError,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    for_code,
+)
 from aiokproto.logs import RepeatingWarning
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiokproto.consumer.group.state import Input
+from aiokproto.consumer.group.classic_machine import Input
 from aiokproto.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,

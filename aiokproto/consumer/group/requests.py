@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from aiokproto.consumer.group.assignors import Assignor
-from aiokproto.consumer.group.config import GroupConfig
+from aiokproto.consumer.group.group_config import GroupConfig
 from aiokproto.consumer.group.protocol import PROTOCOL_TYPE, Subscription, encode_subscription
 from aiokproto.errors import FencedInstanceIdError, KafkaError, for_code
 from aiokproto.protocol.messages.heartbeat import HeartbeatRequest

@@ -1,7 +1,7 @@
-"""What the two sans-I/O membership machines (``state.py``, classic; ``membership.py``,
-KIP-848) share: a table's ``Transition`` (next state, actions) and ``complete_table``,
-which makes a table total (every state x every input; an input a state does not list
-leaves it where it is, with no actions)."""
+"""What the two sans-I/O membership machines (``classic_machine.py``, classic;
+``consumer_machine.py``, KIP-848) share: a table's ``Transition`` (next state,
+actions) and ``complete_table``, which makes a table total (every state x every
+input; an input a state does not list leaves it where it is, with no actions)."""
 
 from __future__ import annotations
 

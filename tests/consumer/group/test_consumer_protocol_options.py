@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aiokproto.consumer import Consumer
-from aiokproto.consumer.group.config import GroupConfig
+from aiokproto.consumer.group.group_config import GroupConfig
 from aiokproto.errors import KafkaConfigError
 
 BOOT = "localhost:9092"

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiokproto.consumer.group.outcomes import join_input, member_input, sync_input
-from aiokproto.consumer.group.state import (
+from aiokproto.consumer.group.classic_machine import (
     JOIN_ANSWERS,
     SYNC_ANSWERS,
     TABLE,
@@ -20,6 +19,7 @@ from aiokproto.consumer.group.state import (
     Input,
     State,
 )
+from aiokproto.consumer.group.outcomes import join_input, member_input, sync_input
 from aiokproto.structs import TopicPartition as TP
 
 P0, P1, P2, P3 = (TP("t", i) for i in range(4))

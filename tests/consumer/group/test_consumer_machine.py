@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiokproto.consumer.group.heartbeat import HeartbeatBuilder, MemberConfig, Subscription
-from aiokproto.consumer.group.membership import (
+from aiokproto.consumer.group.consumer_machine import (
     HEARTBEAT_NOW,
     HEARTBEATING,
     LEAVE_EPOCH,
@@ -29,6 +28,7 @@ from aiokproto.consumer.group.membership import (
     heartbeat_event,
     is_ignored,
 )
+from aiokproto.consumer.group.heartbeat import HeartbeatBuilder, MemberConfig, Subscription
 from aiokproto.errors import (
     BrokerResponseError,
     CoordinatorLoadInProgressError,

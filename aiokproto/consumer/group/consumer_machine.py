@@ -3,7 +3,7 @@
 The broker computes assignments; the member heartbeats with ConsumerGroupHeartbeat,
 reconciles each target assignment it gets (revoke first, then assign) and acknowledges
 it in a later heartbeat. This module is the member's state machine, built like the
-classic one (``state.py``): ``TABLE`` maps every (state, input) pair to (next state,
+classic one (``classic_machine.py``): ``TABLE`` maps every (state, input) pair to (next state,
 actions), and that table is the whole behaviour. ``MemberMachine`` keeps the member's
 data (member id, epoch, a ``Reconciler`` with target/current/owned assignments) and
 turns actions into ``Effect`` objects for the driver task to perform in order.

@@ -37,7 +37,7 @@ _GROUP_OPTION_NAMES = frozenset(
 
 def group_option_names() -> frozenset[str]:
     try:
-        from aiokproto.consumer.group.config import GROUP_OPTIONS
+        from aiokproto.consumer.group.group_config import GROUP_OPTIONS
     except ImportError:
         return _GROUP_OPTION_NAMES
     return frozenset(GROUP_OPTIONS) - {"group_id", "client_rack"}

@@ -2,7 +2,7 @@
 
 Three tasks, all owned here and stopped by ``close()``:
 
-- the group task feeds inputs to the state machine (``state.py``) one at a time and
+- the group task feeds inputs to the state machine (``classic_machine.py``) one at a time and
   performs the effects it returns, in order: JoinGroup, SyncGroup (running the
   assignor when this member leads), the rebalance listener, the commit before a
   revoke, LeaveGroup. JoinGroup/SyncGroup answers are fed back at once, so there is
@@ -33,9 +33,9 @@ from aiokproto.consumer.group.assignors import (
     rebalance_protocol,
     resolve_assignors,
 )
+from aiokproto.consumer.group.classic_machine import Effect, EffectKind, GroupMachine, Input, State
 from aiokproto.consumer.group.committer import names
-from aiokproto.consumer.group.config import GroupConfig
-from aiokproto.consumer.group.errors import CommitFailedError
+from aiokproto.consumer.group.group_config import GroupConfig
 from aiokproto.consumer.group.leader import (
     JoinedMember,
     decode_members,
@@ -67,9 +67,9 @@ from aiokproto.consumer.group.requests import (
     leave_request,
     sync_request,
 )
-from aiokproto.consumer.group.state import Effect, EffectKind, GroupMachine, Input, State
 from aiokproto.consumer.subscription import SubscriptionState
 from aiokproto.errors import (
+    CommitFailedError,
     FencedInstanceIdError,
     KafkaError,
     KafkaProtocolError,
@@ -108,7 +108,7 @@ class _Answer:
     seq: int = 0  # JOIN_NEEDED: numbered, so a join sent later answers it too
 
 
-class GroupCoordinator(MemberBase[GroupMachine, Effect]):
+class ClassicGroupDriver(MemberBase[GroupMachine, Effect]):
     """Owns the group task: FindCoordinator, Join/Sync, heartbeats, auto-commit, leave.
 
     An async context manager (also ``start()`` / ``close()``).
@@ -118,7 +118,7 @@ class GroupCoordinator(MemberBase[GroupMachine, Effect]):
     _CLOSED_MESSAGE = "the group coordinator is closed"
     _TOOK = "rebalanced and took"
     _CLOSE_IN_TASK_MESSAGE = (
-        "GroupCoordinator.close() cannot run inside its own group task "
+        "ClassicGroupDriver.close() cannot run inside its own group task "
         "(a rebalance listener): it would wait for itself"
     )
 

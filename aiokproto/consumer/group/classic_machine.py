@@ -3,7 +3,7 @@
 ``TABLE`` maps every (state, input) pair to (next state, actions); that one table is
 the whole behaviour. ``GroupMachine`` keeps the member's data (member id, generation,
 owned partitions) and turns the table's actions into ``Effect`` objects that the
-coordinator task (``coordinator.py``) performs in order: send a request, call the
+coordinator task (``classic_driver.py``) performs in order: send a request, call the
 rebalance listener, hand the assignment to the consumer. Results come back as inputs.
 
 Inputs are split by origin so a late answer cannot be mistaken for a current one:

@@ -13,7 +13,7 @@ import pytest
 
 from aiokproto.admin import Admin, NewPartitions, NewTopic
 from aiokproto.cluster.client import ClusterClient
-from aiokproto.consumer.group import GroupConfig, GroupCoordinator
+from aiokproto.consumer.group import ClassicGroupDriver, GroupConfig
 from aiokproto.consumer.listener import ConsumerRebalanceListener
 from aiokproto.consumer.subscription import SubscriptionState
 from aiokproto.structs import OffsetAndMetadata, TopicPartition
@@ -77,7 +77,7 @@ class Member:
             self.sub.subscribe([topic], listener=listener)
         else:
             self.sub.subscribe(pattern=topic, listener=listener)
-        self.group = GroupCoordinator(self.client, self.sub, GroupConfig(group, **options))
+        self.group = ClassicGroupDriver(self.client, self.sub, GroupConfig(group, **options))
 
     async def start(self) -> Member:
         await self.client.start()
