@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check test test-fast test-spark-matrix faults soak demo bench bench-full bench-rebalance bench-share broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-rebalance bench-share broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -21,6 +21,7 @@ help:
 	@echo "make test-spark-matrix - tests/spark on every supported pyspark, one venv each"
 	@echo "make soak    - 30 minutes of steady produce+consume; RSS/fd/task slopes"
 	@echo "make bench   - benchmarks against peer clients on one local broker"
+	@echo "make bench-base BASE=rev - this checkout against another git rev, same run"
 	@echo "make test-spark-cluster - the Spark data source on a standalone cluster (faults too)"
 	@echo "make test-spark-big BIG_ROWS=N - N records streamed through the cluster in bounded triggers"
 	@echo "make bench-spark-cluster ROWS=N - Spark source/sink vs Spark's Kafka connector, standalone cluster"
@@ -186,6 +187,16 @@ demo: $(DEMO_VENV)/.installed
 bench: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks --quick
+
+# Two builds side by side in one run: this checkout ("aiokproto") and BASE (a git rev,
+# extracted to BENCH_BASE_DIR with its codec built in place: "aiokproto-base").
+BASE ?= HEAD
+BENCH_BASE_DIR ?= /tmp/aiokproto-bench-base
+BENCH_CLIENTS ?= aiokproto,aiokproto-base
+bench-base: venv jars
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.build_base '$(BASE)' $(BENCH_BASE_DIR)
+	BENCH_AIOKPROTO_BASE=$(BENCH_BASE_DIR) $(PY) -m benchmarks --quick --only clients --clients $(BENCH_CLIENTS) $(BENCH_ARGS)
 
 bench-full: venv jars
 	$(PY) -m pip install -q -e '.[bench]'

@@ -64,6 +64,22 @@ def _event_loop() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+def _aiokproto_from_elsewhere() -> None:
+    """``BENCH_AIOKPROTO_PATH`` (the ``aiokproto-base`` adapter's env): import aiokproto
+    from that checkout, ahead of this one and of the editable install."""
+    path = os.environ.get("BENCH_AIOKPROTO_PATH")
+    if path is None:
+        return
+    if not path or not os.path.isdir(os.path.join(path, "aiokproto")):
+        raise RuntimeError(
+            f"BENCH_AIOKPROTO_PATH={path!r} is not a checkout of aiokproto: set "
+            "BENCH_AIOKPROTO_BASE (or use make bench-base BASE=<git rev>)"
+        )
+    if "aiokproto" in sys.modules:
+        raise RuntimeError("aiokproto was imported before BENCH_AIOKPROTO_PATH applied")
+    sys.path.insert(0, path)
+
+
 def run_job(job: Job) -> dict[str, Any]:
     """Run ``job`` with its client's adapter; never raises (errors become the result)."""
     result: dict[str, Any] = {
@@ -76,6 +92,7 @@ def run_job(job: Job) -> dict[str, Any]:
     meter = Meter()
     try:
         _event_loop()
+        _aiokproto_from_elsewhere()
         module = importlib.import_module(ADAPTERS[job.client].module)
         result["client_version"] = module.version()
         runner = getattr(module, job.scenario.entry)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiokproto.admin.base import AdminBase, Outcome, _error
 from aiokproto.admin.types import (
@@ -28,6 +28,31 @@ else:
     m_describe_acls = message_module("describe_acls")
 
 
+_T = TypeVar("_T")
+
+
+def _distinct(items: Iterable[_T], cls: type[_T], method: str) -> list[_T]:
+    """``items`` without repeats, each checked to be a ``cls``."""
+    keys = list(dict.fromkeys(items))
+    for item in keys:
+        if not isinstance(item, cls):
+            raise KafkaConfigError(f"{method} takes {cls.__name__}, not {item!r}")
+    return keys
+
+
+def _filter_fields(f: AclBindingFilter) -> dict[str, Any]:
+    """A filter as DescribeAcls and DeleteAcls name its fields (the same in both)."""
+    return {
+        "resource_type_filter": f.resource_type.value,
+        "resource_name_filter": f.name,
+        "pattern_type_filter": f.pattern_type.value,
+        "principal_filter": f.principal,
+        "host_filter": f.host,
+        "operation": f.operation.value,
+        "permission_type": f.permission_type.value,
+    }
+
+
 class AclsMixin(AdminBase):
     """ACL administration, sent to the controller."""
 
@@ -35,10 +60,7 @@ class AclsMixin(AdminBase):
         self, acls: Iterable[AclBinding], *, timeout_ms: int | None = None
     ) -> dict[AclBinding, None]:
         """Create ACL bindings (needs an authorizer on the brokers)."""
-        keys = list(dict.fromkeys(acls))
-        for acl in keys:
-            if not isinstance(acl, AclBinding):
-                raise KafkaConfigError(f"create_acls takes AclBinding, not {acl!r}")
+        keys = _distinct(acls, AclBinding, "create_acls")
         CA = m_create_acls
 
         async def attempt(pending: list[AclBinding]) -> Outcome[AclBinding, None]:
@@ -76,15 +98,7 @@ class AclsMixin(AdminBase):
 
         async def call() -> list[AclBinding]:
             def build(version: int) -> Request:
-                return DA.DescribeAclsRequest(
-                    resource_type_filter=f.resource_type.value,
-                    resource_name_filter=f.name,
-                    pattern_type_filter=f.pattern_type.value,
-                    principal_filter=f.principal,
-                    host_filter=f.host,
-                    operation=f.operation.value,
-                    permission_type=f.permission_type.value,
-                )
+                return DA.DescribeAclsRequest(**_filter_fields(f))
 
             _, response = await self._send(self._any_node(), DA.DescribeAclsRequest, build)
             if response.error_code:
@@ -109,25 +123,14 @@ class AclsMixin(AdminBase):
         self, filters: Iterable[AclBindingFilter], *, timeout_ms: int | None = None
     ) -> dict[AclBindingFilter, list[AclBinding]]:
         """Delete the ACLs matching each filter; returns what each filter deleted."""
-        keys = list(dict.fromkeys(filters))
-        for f in keys:
-            if not isinstance(f, AclBindingFilter):
-                raise KafkaConfigError(f"delete_acls takes AclBindingFilter, not {f!r}")
+        keys = _distinct(filters, AclBindingFilter, "delete_acls")
         DA = m_delete_acls
 
         async def attempt(pending: list[AclBindingFilter]) -> Outcome[AclBindingFilter, Any]:
             def build(version: int) -> Request:
                 return DA.DeleteAclsRequest(
                     filters=[
-                        DA.DeleteAclsFilter(
-                            resource_type_filter=f.resource_type.value,
-                            resource_name_filter=f.name,
-                            pattern_type_filter=f.pattern_type.value,
-                            principal_filter=f.principal,
-                            host_filter=f.host,
-                            operation=f.operation.value,
-                            permission_type=f.permission_type.value,
-                        )
+                        DA.DeleteAclsFilter(**_filter_fields(f))
                         for f in pending
                     ]
                 )

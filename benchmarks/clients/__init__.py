@@ -5,6 +5,7 @@ counts the validator checks."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from benchmarks.scenarios import KINDS, Kind, Scenario
@@ -55,6 +56,13 @@ ADAPTERS: dict[str, Adapter] = {
             "benchmarks.clients.aiokproto_client",
             env={"AIOKPROTO_PURE_PYTHON": "1"},
             note="aiokproto without its compiled codec (AIOKPROTO_PURE_PYTHON=1)",
+        ),
+        Adapter(
+            "aiokproto-base",
+            "benchmarks.clients.aiokproto_client",
+            env={"BENCH_AIOKPROTO_PATH": os.environ.get("BENCH_AIOKPROTO_BASE", "")},
+            note="aiokproto from another checkout ($BENCH_AIOKPROTO_BASE, its codec built "
+            "in place; make bench-base BASE=<git rev>), to compare two builds in one run",
         ),
         Adapter(
             "confluent-kafka",

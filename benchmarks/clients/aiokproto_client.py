@@ -27,7 +27,9 @@ def version() -> str:
     from aiokproto.accel import implementation
 
     loop = ", uvloop" if os.environ.get("BENCH_EVENT_LOOP") == "uvloop" else ""
-    return f"{aiokproto.__version__} ({implementation()}{loop})"
+    base = os.environ.get("BENCH_AIOKPROTO_PATH")
+    where = f", from {os.path.dirname(os.path.dirname(aiokproto.__file__))}" if base else ""
+    return f"{aiokproto.__version__} ({implementation()}{loop}{where})"
 
 
 def _producer(job: Job) -> Any:

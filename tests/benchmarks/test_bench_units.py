@@ -670,3 +670,40 @@ async def test_each_scenario_opens_with_one_untimed_run_that_is_dropped(
     opts.settle_runs = False
     await session.run_scenario(scenario)
     assert all(run >= 0 for _, run in calls) and len(calls) == 4
+
+
+def test_the_base_adapter_refuses_a_path_that_is_not_a_checkout(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiokproto-base without $BENCH_AIOKPROTO_BASE (or with a wrong one) fails its run
+    with a message naming the variable, instead of silently measuring this checkout."""
+    from benchmarks import child
+
+    monkeypatch.setenv("BENCH_AIOKPROTO_PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="BENCH_AIOKPROTO_BASE"):
+        child._aiokproto_from_elsewhere()
+    monkeypatch.setenv("BENCH_AIOKPROTO_PATH", "")
+    with pytest.raises(RuntimeError, match="not a checkout"):
+        child._aiokproto_from_elsewhere()
+
+
+def test_the_base_adapter_imports_aiokproto_from_the_other_tree(tmp_path: Any) -> None:
+    """A child with BENCH_AIOKPROTO_PATH imports aiokproto from there, ahead of this
+    checkout and its editable install (what make bench-base compares)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "aiokproto").mkdir()
+    (tmp_path / "aiokproto" / "__init__.py").write_text("WHERE = 'base'\n")
+    code = (
+        "from benchmarks import child; child._aiokproto_from_elsewhere(); "
+        "import aiokproto; print(aiokproto.WHERE)"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "BENCH_AIOKPROTO_PATH": str(tmp_path)},
+        cwd=root, capture_output=True, text=True, check=True, timeout=60,
+    )
+    assert out.stdout.strip() == "base"
