@@ -22,6 +22,7 @@ from aiokproto.errors import (
     KafkaError,
 )
 from aiokproto.share import ShareConsumer, ShareRecord
+from aiokproto.share.driver import ShareGroupDriver
 from aiokproto.share.fetcher import ShareFetcher
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic
@@ -222,6 +223,29 @@ async def test_a_failing_broker_task_is_fatal_on_every_poll(
         assert time.monotonic() - began < 10
         with pytest.raises(ConsumerStoppedError):
             await c.getmany()
+
+
+async def test_a_failing_heartbeat_task_is_fatal_on_every_poll(
+    kafka: Any, topic_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect in the heartbeat task is raised by the next poll and every one after
+    it (it was a member that quietly never joined), and stop() still ends."""
+    group = await setup(kafka, topic_name, 1, 5)
+
+    async def broken(self: ShareGroupDriver, client: Any) -> Any:
+        raise ValueError("a defect in the heartbeat")
+
+    monkeypatch.setattr(ShareGroupDriver, "heartbeat_once", broken)
+    async with asyncio.timeout(30):
+        c = share(kafka, group, topic_name)
+        await c.start()
+        with pytest.raises(KafkaError, match="share heartbeat failed: ValueError"):
+            while True:
+                await c.getmany(timeout_ms=500)
+        c.subscribe([topic_name])  # a dead task of ours stays fatal
+        with pytest.raises(KafkaError, match="share heartbeat failed"):
+            await c.getmany(timeout_ms=100)
+        await c.stop()
 
 
 async def test_stop_after_breaking_out_of_async_for_releases_the_unseen(
