@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, Unpack, overload
 
 from aiokproto._generic import K, T, U, V
 from aiokproto.awaitables import DONE
+from aiokproto.cluster.broker_tasks import wait_event
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.config import split_options
 from aiokproto.consumer.consumer_config import CONSUMER_OPTIONS, ConsumerConfig, group_option_names
@@ -26,7 +27,7 @@ from aiokproto.consumer.errors import (
     NoGroupError,
     NoOffsetForPartitionError,
 )
-from aiokproto.consumer.fetcher import Fetcher, wait_event
+from aiokproto.consumer.fetcher import Fetcher
 from aiokproto.consumer.listener import ConsumerRebalanceListener
 from aiokproto.consumer.offsets import EARLIEST, LATEST, OffsetClient
 from aiokproto.consumer.record import ConsumerRecord, OffsetAndTimestamp

@@ -15,22 +15,24 @@ Buffered data are zero-copy slices of their response, which they keep alive; onc
 is still buffered from a response is under a quarter of it, that rest is copied out
 (``SharedFrame``), so buffered data never pins more than four times its own size.
 
-Every task belongs to the fetcher; an unexpected failure in one is raised to the
-application's next ``getmany``/``getone``; broker errors for one partition are handled
-(retries, metadata refresh, resets) or raised the same way when they are final.
+Every task belongs to the fetcher (the broker loops to its ``BrokerTasks``,
+``cluster/broker_tasks.py``, the per-broker supervisor the share consumer uses too); an
+unexpected failure in one is raised to the application's next ``getmany``/``getone``;
+broker errors for one partition are handled (retries, metadata refresh, resets) or
+raised the same way when they are final.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+from aiokproto.cluster.broker_tasks import BrokerTasks, Wakeup, wait_event
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.consumer.consumer_config import READ_COMMITTED, ConsumerConfig
@@ -73,36 +75,6 @@ _TOPIC_ID_FETCH_VERSION = 13
 _MAX_INT32 = (1 << 31) - 1
 
 
-class _Wakeup:
-    """An event many waiters can wait on without missing a ``set`` between waits."""
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    def set(self) -> None:
-        event, self._event = self._event, asyncio.Event()
-        event.set()
-
-    def waiter(self) -> asyncio.Event:
-        """Take this before checking for work; ``await waiter.wait()`` if there is none."""
-        return self._event
-
-    def awaited(self) -> bool:
-        """Whether a task is waiting on the current event now (asyncio.Event keeps its
-        waiters' futures in ``_waiters`` on 3.11 to 3.13; without it: nobody)."""
-        return bool(getattr(self._event, "_waiters", None))
-
-
-async def wait_event(event: asyncio.Event, seconds: float | None) -> None:
-    """Wait for ``event``, at most ``seconds`` (forever if None)."""
-    if seconds is None:
-        await event.wait()
-        return
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await event.wait()
-
-
 class Fetcher:
     """Fetches assigned partitions into a buffer that ``drain`` hands out."""
 
@@ -124,10 +96,12 @@ class Fetcher:
         self._buffer: dict[TopicPartition, list[FetchedData]] = {}
         self._in_flight: dict[TopicPartition, PartitionState] = {}
         self._sessions: dict[int, FetchSession] = {}
-        self._node_tasks: dict[int, asyncio.Task[None]] = {}
         self._task: asyncio.Task[None] | None = None
-        self._wake = _Wakeup()
-        self._data = _Wakeup()
+        self._wake = Wakeup()
+        self._data = Wakeup()
+        self._node_tasks = BrokerTasks(
+            "aiokproto-fetch", failed=self._broker_failed, release=self._data.set, logger=log
+        )
         self._errors: list[KafkaError] = []
         self._fatal: BaseException | None = None
         # final per-partition errors, raised while the partition stays where it failed
@@ -154,11 +128,10 @@ class Fetcher:
     async def close(self) -> None:
         self._closed = True
         self._data.set()  # no waiter outlives the fetcher
-        tasks = [t for t in (self._task, *self._node_tasks.values()) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._node_tasks.clear()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._node_tasks.close()
         self._buffer.clear()
         if self._tracked:
             self.client.metadata.untrack(self._tracked)
@@ -174,6 +147,11 @@ class Fetcher:
             log.exception("aiokproto fetcher task failed")
             self._fatal = exc
             self._data.set()
+
+    def _broker_failed(self, node: int, exc: BaseException) -> None:
+        # the application's next getmany/getone raises it (BrokerTasks then wakes it)
+        if self._fatal is None:
+            self._fatal = exc
 
     def _subscription_changed(self) -> None:
         self._wake.set()
@@ -312,11 +290,7 @@ class Fetcher:
                 retry |= await self._validate_positions()
             routes, unroutable = self._routes()
             for node in routes:
-                if node not in self._node_tasks:
-                    self._node_tasks[node] = asyncio.create_task(
-                        self._guard(functools.partial(self._node_loop, node)),
-                        name=f"aiokproto-fetch-{node}",
-                    )
+                self._node_tasks.start(node, self._node_loop)
             timeout: float | None = None
             if unroutable or retry:
                 metadata.request_refresh()
@@ -472,7 +446,7 @@ class Fetcher:
                 f"now={self._skip_reason(tp, state, loop_time) or 'fetchable'}"
             )
         lines.append(
-            f"broker loops={sorted(self._node_tasks)} errors={self._errors!r} "
+            f"broker loops={self._node_tasks.nodes()} errors={self._errors!r} "
             f"fatal={self._fatal!r} planning_rounds={self.planning_rounds} "
             f"discarded={self.discarded}"
         )
@@ -481,25 +455,22 @@ class Fetcher:
     # -- per-broker fetch loops --------------------------------------------------------
 
     async def _node_loop(self, node: int) -> None:
+        # the loop's task is this fetcher's BrokerTasks': it forgets the task at return
         session = self._sessions.setdefault(node, FetchSession())
-        try:
-            while True:
-                waiter = self._wake.waiter()
-                wanted = self._routes()[0].get(node)
-                if not wanted:
-                    if not self._node_has_partitions(node):
-                        self.wake()  # leadership moved: the manager starts other loops
-                        return
-                    await waiter.wait()
-                    continue
-                if await self._fetch_once(node, session, wanted):
-                    # A reader was starved and the broker has nothing more: let it have
-                    # the records before this loop spends its turn on the next fetch
-                    # (which would only wait at the broker); see Fetcher._handle_response.
-                    await asyncio.sleep(0)
-        finally:
-            if self._node_tasks.get(node) is asyncio.current_task():
-                del self._node_tasks[node]
+        while True:
+            waiter = self._wake.waiter()
+            wanted = self._routes()[0].get(node)
+            if not wanted:
+                if not self._node_has_partitions(node):
+                    self.wake()  # leadership moved: the manager starts other loops
+                    return
+                await waiter.wait()
+                continue
+            if await self._fetch_once(node, session, wanted):
+                # A reader was starved and the broker has nothing more: let it have
+                # the records before this loop spends its turn on the next fetch
+                # (which would only wait at the broker); see Fetcher._handle_response.
+                await asyncio.sleep(0)
 
     def _node_has_partitions(self, node: int) -> bool:
         snap = self.client.metadata.snapshot

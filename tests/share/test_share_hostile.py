@@ -19,8 +19,11 @@ from aiokproto.errors import (
     ConsumerStoppedError,
     IllegalStateError,
     KafkaConfigError,
+    KafkaError,
 )
 from aiokproto.share import ShareConsumer, ShareRecord
+from aiokproto.share.driver import ShareGroupDriver
+from aiokproto.share.fetcher import ShareFetcher
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import create_topic
 from tests.share.conftest import configure_share_group
@@ -193,6 +196,58 @@ async def test_stop_ends_a_waiting_getmany_and_async_for(kafka: Any, topic_name:
         assert [r async for r in c] == []
 
 
+async def test_a_failing_broker_task_is_fatal_on_every_poll(
+    kafka: Any, topic_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect in a broker's fetch task (not a broker answer) reaches the application
+    at once and on every poll after it, a new subscription does not hide it, and
+    stop() still ends promptly (BrokerTasks starts nothing after a failure)."""
+    group = await setup(kafka, topic_name, 1, 5)
+
+    async def broken(self: ShareFetcher, node: int, session: Any) -> Any:
+        raise ValueError("a defect in the fetch loop")
+
+    monkeypatch.setattr(ShareFetcher, "_exchange", broken)
+    async with asyncio.timeout(30):
+        c = share(kafka, group, topic_name)
+        await c.start()
+        with pytest.raises(KafkaError, match=r"share fetcher for broker \d+ failed: ValueError"):
+            while True:
+                await c.getmany(timeout_ms=500)
+        c.subscribe([topic_name])
+        for _ in range(2):
+            with pytest.raises(KafkaError, match="share fetcher for broker"):
+                await c.getmany(timeout_ms=100)
+        began = time.monotonic()
+        await c.stop()
+        assert time.monotonic() - began < 10
+        with pytest.raises(ConsumerStoppedError):
+            await c.getmany()
+
+
+async def test_a_failing_heartbeat_task_is_fatal_on_every_poll(
+    kafka: Any, topic_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect in the heartbeat task is raised by the next poll and every one after
+    it (it was a member that quietly never joined), and stop() still ends."""
+    group = await setup(kafka, topic_name, 1, 5)
+
+    async def broken(self: ShareGroupDriver, client: Any) -> Any:
+        raise ValueError("a defect in the heartbeat")
+
+    monkeypatch.setattr(ShareGroupDriver, "heartbeat_once", broken)
+    async with asyncio.timeout(30):
+        c = share(kafka, group, topic_name)
+        await c.start()
+        with pytest.raises(KafkaError, match="share heartbeat failed: ValueError"):
+            while True:
+                await c.getmany(timeout_ms=500)
+        c.subscribe([topic_name])  # a dead task of ours stays fatal
+        with pytest.raises(KafkaError, match="share heartbeat failed"):
+            await c.getmany(timeout_ms=100)
+        await c.stop()
+
+
 async def test_stop_after_breaking_out_of_async_for_releases_the_unseen(
     kafka: Any, topic_name: str
 ) -> None:
@@ -344,7 +399,7 @@ async def test_a_record_that_waited_past_its_lock_is_never_handed_out(
     async with asyncio.timeout(60):
         b = share(kafka, group, topic_name, acknowledgement_mode="explicit")
         async with b:
-            while not b._buffer:  # noqa: ASYNC110 - acquired ahead of any poll, not handed out
+            while not b._fetcher.buffer:  # noqa: ASYNC110 - acquired ahead of any poll, not handed out
                 await asyncio.sleep(0.05)
             await asyncio.sleep(2.5)  # past the 2 s lock
             a = share(kafka, group, topic_name, acknowledgement_mode="explicit")
