@@ -258,8 +258,8 @@ broker-status: venv
 # Publishable artifacts. The sdist first, then one wheel per Python built from that sdist
 # (so a file missing from the sdist fails here), repaired by auditwheel to a manylinux
 # tag. auditwheel rather than the limited API (abi3, one wheel for every Python):
-# _accel.c uses single-phase init and non-limited APIs (direct tuple/list/bytes access in
-# the hot loops), and porting it is a separate change; three wheels cost nothing but
+# _accel.c uses non-limited APIs (direct tuple/list/bytes access in the hot loops), and
+# porting it is a separate change; three wheels cost nothing but
 # build time. Build tools live in .venv-dist, never in the runtime dependencies.
 DIST_PYTHONS := 3.11 3.12 3.13
 DIST_VENV := .venv-dist

@@ -228,15 +228,25 @@ new_record(PyTypeObject *cls, PyObject *items)
 }
 #endif
 
-/* How a class made by a class statement deriving from tuple (a NamedTuple) is freed,
- * read at import from such a class. Other tuple subclasses, such as struct sequences
- * (os.stat_result), free their items their own way and must not be built here. */
-static destructor plain_subclass_dealloc = NULL;
+/* The module's state (multi-phase init, PEP 489: one per module object, so per
+ * interpreter), filled by accel_exec. */
+typedef struct {
+    /* How a class made by a class statement deriving from tuple (a NamedTuple) is
+     * freed, read from such a class. Other tuple subclasses, such as struct sequences
+     * (os.stat_result), free their items their own way and must not be built here. */
+    destructor plain_subclass_dealloc;
+} accel_state;
+
+static inline accel_state *
+get_state(PyObject *module)
+{
+    return (accel_state *)PyModule_GetState(module);
+}
 
 static int
-record_class_ok(PyTypeObject *t)
+record_class_ok(accel_state *st, PyTypeObject *t)
 {
-    return t->tp_base == &PyTuple_Type && t->tp_dealloc == plain_subclass_dealloc
+    return t->tp_base == &PyTuple_Type && t->tp_dealloc == st->plain_subclass_dealloc
            && t->tp_basicsize == PyTuple_Type.tp_basicsize
            && t->tp_itemsize == PyTuple_Type.tp_itemsize && t->tp_dictoffset == 0
            && t->tp_weaklistoffset == 0;
@@ -248,7 +258,7 @@ record_class_ok(PyTypeObject *t)
  * cls(*prefix, offset, timestamp, 0, key, value, headers, *suffix). The Python
  * reference is aiokproto.records.decode.decode_records. */
 static PyObject *
-decode_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 7) {
         PyErr_SetString(PyExc_TypeError, "decode_records takes 7 arguments");
@@ -268,7 +278,8 @@ decode_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
     long long base_ts = PyLong_AsLongLong(args[3]);
     if (base_ts == -1 && PyErr_Occurred())
         return NULL;
-    if (!PyType_Check(args[4]) || !record_class_ok((PyTypeObject *)args[4])) {
+    if (!PyType_Check(args[4])
+        || !record_class_ok(get_state(module), (PyTypeObject *)args[4])) {
         PyErr_SetString(PyExc_TypeError, "decode_records: cls must be a NamedTuple class");
         return NULL;
     }
@@ -1483,23 +1494,21 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "aiokproto._accel",
-    "Compiled hot loops of the record codec (see aiokproto/accel.py).", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__accel(void)
+/* Multi-phase init (PEP 489): PyInit__accel returns the definition, accel_exec fills
+ * each module object's state. The producer's types and names below are still
+ * process-wide statics, so the module declares no sub-interpreter support yet. */
+static int
+accel_exec(PyObject *mod)
 {
     PyObject *probe = PyObject_CallFunction((PyObject *)&PyType_Type, "s(O){s:()}",
                                             "_Probe", (PyObject *)&PyTuple_Type,
                                             "__slots__");
     if (probe == NULL)
-        return NULL;
-    plain_subclass_dealloc = ((PyTypeObject *)probe)->tp_dealloc;
+        return -1;
+    get_state(mod)->plain_subclass_dealloc = ((PyTypeObject *)probe)->tp_dealloc;
     Py_DECREF(probe);
     if (PyType_Ready(&BuilderType) < 0 || PyType_Ready(&HandleType) < 0)
-        return NULL;
+        return -1;
     if ((str_future = PyUnicode_InternFromString("future")) == NULL
         || (str_done = PyUnicode_InternFromString("done")) == NULL
         || (str_exception = PyUnicode_InternFromString("exception")) == NULL
@@ -1507,14 +1516,32 @@ PyInit__accel(void)
         || (str_add_slow = PyUnicode_InternFromString("_add_callback_slow")) == NULL
         || (str_builder = PyUnicode_InternFromString("builder")) == NULL
         || (str_encode_headers = PyUnicode_InternFromString("_encode_headers")) == NULL)
-        return NULL;
-    PyObject *mod = PyModule_Create(&module);
-    if (mod == NULL)
-        return NULL;
+        return -1;
     if (PyModule_AddObjectRef(mod, "RecordsBuilder", (PyObject *)&BuilderType) < 0
-        || PyModule_AddObjectRef(mod, "DeliveryHandle", (PyObject *)&HandleType) < 0) {
-        Py_DECREF(mod);
-        return NULL;
-    }
-    return mod;
+        || PyModule_AddObjectRef(mod, "DeliveryHandle", (PyObject *)&HandleType) < 0)
+        return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, accel_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "aiokproto._accel",
+    .m_doc = "Compiled hot loops of the record codec (see aiokproto/accel.py).",
+    .m_size = sizeof(accel_state),
+    .m_methods = methods,
+    .m_slots = slots,
+};
+
+PyMODINIT_FUNC
+PyInit__accel(void)
+{
+    return PyModuleDef_Init(&module);
 }
