@@ -2,7 +2,12 @@
 
 Run through ``python -m tools.codegen`` (see ``__main__.py``); the table is the copy
 kept in ``tools/codegen/specs/errors.tsv`` so the build needs nothing outside
-the repository.
+the repository. Only the table's part is generated: one class per broker code (with
+``error_messages.tsv``'s description), ``ERROR_CLASSES``/``for_code`` and aiokafka's
+aliases. The classes written by hand (``KafkaError``, the client-side families, the
+consumer's errors, ``BrokerResponseError``) live in ``aiokproto/error_families.py``,
+linted and type-checked like any module; errors.py re-exports every class defined
+there (read with ``ast``, not imported) and lists all its names in ``__all__``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ each source says for the versions it owns; the field order is a merge of both or
 in which each source's order survives as a subsequence, so every version lays out its
 fields exactly as its source spec does. ``layout`` computes that per-version wire
 layout; the tests check it against the sources for every message and version.
+
+What is generated (see ``client_messages``): the APIs a client sends, i.e. those the
+newest spec lists for the ``broker`` listener less the broker-to-broker ones named in
+``INTER_BROKER``, both their request and response, plus the headers and the data specs
+in ``CLIENT_DATA``. ``load_merged`` keeps every spec (the merge is tested on all).
 """
 
 from __future__ import annotations
