@@ -24,7 +24,7 @@ def _load_builder() -> Any:
     if os.environ.get(accel.ENV_VAR, "") not in ("", "0"):
         return None
     try:
-        from aiokproto.spark import _arrow
+        import aiokproto.spark._arrow as _arrow  # a module, not a name of the package
     except ImportError:
         return None
     return _arrow.arrow_columns
