@@ -43,9 +43,10 @@ venv: $(VENV)/.installed-$(EXTRAS)
 # The compiled codec (aiokproto/_accel.c, optional in setup.py): the editable install
 # builds it in place; this rebuilds it when the C changes and fails if it did not build,
 # since the pure-Python fallback would otherwise hide a broken build.
-$(VENV)/.native-built: aiokproto/_accel.c setup.py | venv
+$(VENV)/.native-built: aiokproto/_accel.c aiokproto/spark/_arrow.c setup.py | venv
 	$(PY) -m pip install -q --no-deps -e .
 	$(PY) -c 'import sys, aiokproto.accel as a; sys.exit("aiokproto/_accel.c did not build" if a.native is None else 0)'
+	$(PY) -c 'import aiokproto.spark._arrow'  # spark/_arrow.c (the Arrow builder) built too
 	touch $@
 
 native: $(VENV)/.native-built
@@ -268,8 +269,8 @@ broker-status: venv
 # Publishable artifacts. The sdist first, then one wheel per Python built from that sdist
 # (so a file missing from the sdist fails here), repaired by auditwheel to a manylinux
 # tag. auditwheel rather than the limited API (abi3, one wheel for every Python):
-# _accel.c uses single-phase init and non-limited APIs (direct tuple/list/bytes access in
-# the hot loops), and porting it is a separate change; three wheels cost nothing but
+# _accel.c uses non-limited APIs (direct tuple/list/bytes access in the hot loops), and
+# porting it is a separate change; three wheels cost nothing but
 # build time. Build tools live in .venv-dist, never in the runtime dependencies.
 DIST_PYTHONS := 3.11 3.12 3.13
 DIST_VENV := .venv-dist
@@ -314,4 +315,4 @@ dist-check:
 	done
 
 clean:
-	rm -rf $(VENV) $(PY_VENVS) $(DIST_VENV) build dist .cache .mypy_cache .ruff_cache .pytest_cache .hypothesis aiokproto/_accel.*.so
+	rm -rf $(VENV) $(PY_VENVS) $(DIST_VENV) build dist .cache .mypy_cache .ruff_cache .pytest_cache .hypothesis aiokproto/_accel.*.so aiokproto/spark/_arrow.*.so

@@ -4,7 +4,7 @@ Encodes 10,000-record batches (100 B values; keys absent or 16 B; headers absent
 two per record) with RecordBatchBuilder, decodes them with the consumer's decoder into
 the ``ConsumerRecord`` lists ``getmany`` hands ``iter_range``, and times per row (process
 CPU time, best of ``--runs``) the decoding, ``aiokproto.spark.arrow.to_record_batch``
-(compiled when aiokproto._accel is loaded) and its Python reference. Every compiled
+(compiled when aiokproto.spark._arrow is loaded) and its Python reference. Every compiled
 batch is first checked equal to the reference's.
 
     .venv/bin/python -m benchmarks.spark_arrow_bench [--runs N] [--rows N]

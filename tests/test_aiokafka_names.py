@@ -52,11 +52,14 @@ def test_the_consumer_errors_are_one_class_wherever_they_are_imported_from() -> 
     assert from_consumer is CommitFailedError
 
 
-def test_errors_module_imports_no_other_aiokproto_module() -> None:
-    # errors.py is loaded on its own, outside the package: had it imported the
-    # consumer (a cycle), aiokproto modules would be in sys.modules afterwards.
+def test_errors_module_imports_only_its_hand_written_families() -> None:
+    # errors.py is loaded with an empty aiokproto package (its __init__ not run): had
+    # it or error_families.py imported the consumer (a cycle), more aiokproto modules
+    # would be in sys.modules afterwards.
     code = (
-        "import importlib.util, sys\n"
+        "import importlib.util, sys, types\n"
+        "pkg = types.ModuleType('aiokproto'); pkg.__path__ = ['aiokproto']\n"
+        "sys.modules['aiokproto'] = pkg\n"
         "spec = importlib.util.spec_from_file_location('errors', 'aiokproto/errors.py')\n"
         "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
         "assert mod.CommitFailedError and mod.ConsumerStoppedError and mod.BootstrapError\n"
@@ -65,7 +68,19 @@ def test_errors_module_imports_no_other_aiokproto_module() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
-    assert out.strip() == "[]"
+    assert out.strip() == "['aiokproto', 'aiokproto.error_families']"
+
+
+def test_errors_offers_every_hand_written_class_and_all_its_public_names() -> None:
+    from aiokproto import error_families
+
+    for name in gen_errors.family_names():
+        assert getattr(errors, name) is getattr(error_families, name), name
+        assert name in errors.__all__
+    public = {n for n, v in vars(errors).items() if not n.startswith("_") and n != "annotations"}
+    assert set(errors.__all__) == public
+    for code, cls in errors.ERROR_CLASSES.items():
+        assert issubclass(cls, error_families.BrokerResponseError) and cls.errno == code
 
 
 def test_message_size_too_large_catches_what_aiokafka_raised_under_that_name() -> None:

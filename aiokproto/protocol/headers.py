@@ -5,11 +5,11 @@ v1 adds client_id (a nullable *classic* int16-length string, even in v2).
 v2 adds a tagged-field section. Response header v0: correlation_id int32; v1 adds a
 tagged-field section.
 
-A request uses header v2 when its API version is flexible, else v1 (ControlledShutdown
-v0 alone uses v0). A response uses header v1 when flexible, else v0 -- except
-ApiVersions, whose response always uses v0 so that a client can read the broker's
-answer (usually an UNSUPPORTED_VERSION error listing the supported versions) whatever
-version it asked for.
+A request uses header v2 when its API version is flexible, else v1 (v0 was only ever
+used by ControlledShutdown v0, an inter-broker API that is not generated). A response
+uses header v1 when flexible, else v0 -- except ApiVersions, whose response always
+uses v0 so that a client can read the broker's answer (usually an UNSUPPORTED_VERSION
+error listing the supported versions) whatever version it asked for.
 
 ``RequestHeader``/``ResponseHeader`` are the generated classes (all header versions,
 unknown tagged fields kept). ``encode_request``/``decode_response_header`` are the fast
@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 API_VERSIONS_KEY = 18
-CONTROLLED_SHUTDOWN_KEY = 7
 
 _HHI = struct.Struct(">hhi")
 _I = struct.Struct(">i")
@@ -59,11 +58,7 @@ def _flexible_min(table: dict[int, int | None], api_key: int) -> int | None:
 def request_header_version(api_key: int, api_version: int) -> int:
     """The request header version for ``api_version`` of ``api_key``."""
     flex = _flexible_min(REQUEST_FLEXIBLE_MIN, api_key)
-    if flex is not None and api_version >= flex:
-        return 2
-    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
-        return 0
-    return 1
+    return 2 if flex is not None and api_version >= flex else 1
 
 
 def response_header_version(api_key: int, api_version: int) -> int:

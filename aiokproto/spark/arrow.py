@@ -7,16 +7,30 @@ here is spelled out rather than inferred from the data.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from aiokproto.accel import native as _native
+from aiokproto import accel
 from aiokproto.consumer.record import ConsumerRecord
 
-# None without the compiled module (or with one built before it had this function)
-_arrow_columns: Any = getattr(_native, "arrow_columns", None)
+
+def _load_builder() -> Any:
+    """The compiled ``arrow_columns`` (aiokproto/spark/_arrow.c, optional in setup.py),
+    or None: not built, or pure Python chosen (``AIOKPROTO_PURE_PYTHON``, which turns
+    the record codec and this builder off together)."""
+    if os.environ.get(accel.ENV_VAR, "") not in ("", "0"):
+        return None
+    try:
+        import aiokproto.spark._arrow as _arrow  # a module, not a name of the package
+    except ImportError:
+        return None
+    return _arrow.arrow_columns
+
+
+_arrow_columns: Any = _load_builder()
 
 HEADER_TYPE = pa.list_(
     pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -67,10 +81,11 @@ def to_record_batch(
 ) -> pa.RecordBatch:
     """One partition's records as a batch (topic and partition are the same for all).
 
-    A list of ``ConsumerRecord`` goes through the compiled builder when aiokproto._accel
-    is loaded: it writes the Arrow buffers in one pass instead of a Python list per
-    column. Anything else, or fields it does not take (it raises rather than guess),
-    goes to ``to_record_batch_python``, so the result is always the reference's.
+    A list of ``ConsumerRecord`` goes through the compiled builder when
+    aiokproto.spark._arrow is loaded: it writes the Arrow buffers in one pass instead of
+    a Python list per column. Anything else, or fields it does not take (it raises
+    rather than guess), goes to ``to_record_batch_python``, so the result is always the
+    reference's.
     """
     # not an empty list: the reference never looks at topic and partition then
     if _arrow_columns is not None and type(records) is list and records:
@@ -94,7 +109,7 @@ def _binary(type_: Any, n: int, col: tuple[bytes | None, bytes, bytes, int]) -> 
 def _from_buffers(
     topic: str, partition: int, n: int, cols: tuple[Any, ...], include_headers: bool
 ) -> pa.RecordBatch:
-    """The batch of ``_native.arrow_columns``' buffers (wrapped, not copied)."""
+    """The batch of ``_arrow.arrow_columns``' buffers (wrapped, not copied)."""
     key, value, offsets, timestamps, types = cols[:5]
     buf = pa.py_buffer
     columns: list[Any] = [
@@ -125,7 +140,7 @@ def _from_buffers(
 def to_record_batch_python(
     topic: str, partition: int, records: Sequence[RecordLike], include_headers: bool
 ) -> pa.RecordBatch:
-    """``to_record_batch`` in Python: the reference, and what runs without _accel."""
+    """``to_record_batch`` in Python: the reference, and what runs without the compiled builder."""
     n = len(records)
     columns: list[Any] = [
         pa.array([r.key for r in records], pa.binary()),

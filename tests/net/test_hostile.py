@@ -14,7 +14,7 @@ from aiokproto.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from aiokproto.net.connection import BrokerConnection
+from aiokproto.net.connection import BrokerConnection, api_name
 from aiokproto.net.connection_config import ConnectionConfig
 from aiokproto.protocol.messages.api_versions import (
     ApiVersionsRequest,
@@ -160,6 +160,30 @@ async def test_no_common_version_names_api_and_both_ranges() -> None:
         async with BrokerConnection(fake.host, fake.port, FAST) as conn:
             with pytest.raises(UnsupportedVersionError, match=r"Metadata.*v0-v13.*v99-v99"):
                 conn.version_for(MetadataRequest)
+
+
+async def test_apis_the_client_does_not_generate_are_kept_and_named_by_key() -> None:
+    # a broker also advertises APIs no client sends (WriteTxnMarkers 27, the share
+    # state RPCs 83-87; a controller Vote 52): not generated, still negotiated around
+    def script(rec: Received) -> Reply | None:
+        if rec.api_key == 18:
+            keys = [(18, 0, 4), (3, 0, 12), (27, 0, 1), (52, 0, 2), (84, 0, 0), (9999, 0, 1)]
+            return Reply(
+                response=ApiVersionsResponse(
+                    api_keys=[
+                        ApiVersionsResponseApiVersion(api_key=k, min_version=lo, max_version=hi)
+                        for k, lo, hi in keys
+                    ]
+                )
+            )
+        return None
+
+    async with FakeBroker(script) as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            assert conn.api_versions[52] == (0, 2) and conn.api_versions[9999] == (0, 1)
+            assert conn.version_for(MetadataRequest) == 12
+            assert (await conn.send(MetadataRequest(), timeout_ms=5_000)).topics == []
+    assert api_name(27) == "API 27" and api_name(52) == "API 52" and api_name(3) == "Metadata"
 
 
 async def test_requests_are_pipelined_on_one_connection() -> None:

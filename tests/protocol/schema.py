@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from aiokproto.protocol.base import Message
 from aiokproto.protocol.varint import encode_uvarint
 from tools.codegen.gen_messages import api_module_name, snake, struct_class_name
-from tools.codegen.spec import FieldSpec, MessageSpec, load_dir, load_merged, spec_key
+from tools.codegen.spec import FieldSpec, MessageSpec, load_client, load_dir, spec_key
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "tools" / "codegen" / "specs"
@@ -38,7 +38,8 @@ FMT = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I", "i
 
 @cache
 def merged() -> list[MessageSpec]:
-    return load_merged(SPECS)
+    """The merged specs the generator emits (the ones with generated classes)."""
+    return load_client(SPECS)
 
 
 @cache

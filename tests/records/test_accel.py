@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import importlib.util
 import os
 import pickle
 import subprocess
@@ -260,6 +261,36 @@ class _WithDict(tuple):  # type: ignore[type-arg]
 def test_decode_records_checks_its_arguments(args: tuple[Any, ...]) -> None:
     with pytest.raises(TypeError):
         native.decode_records(*args)
+
+
+def test_each_module_object_has_its_own_state() -> None:
+    # multi-phase init (PEP 489): a second module object from the same spec is made and
+    # run anew, and its decoder reads the NamedTuple probe from its own state (left
+    # unfilled, it would refuse every record class)
+    spec = importlib.util.find_spec("aiokproto._accel")
+    assert spec is not None and spec.loader is not None
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    assert other is not native
+    section = bytes.fromhex("10 00 00 00 02 6b 02 76 00")  # one record: key b"k", value b"v"
+    want = native.decode_records(section, 1, 5, 7, ConsumerRecord, ("t", 0), ())
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in want] == [(5, 7, b"k", b"v")]
+    assert other.decode_records(section, 1, 5, 7, ConsumerRecord, ("t", 0), ()) == want
+    with pytest.raises(TypeError):
+        other.decode_records(section, 1, 0, 0, os.stat_result, (), ())
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="isolated sub-interpreters: 3.12+")
+def test_the_codec_declares_it_cannot_run_in_an_isolated_subinterpreter() -> None:
+    # the producer's types and bound classes are still process-wide statics, so the
+    # module says so rather than share them across interpreters
+    interpreters: Any = pytest.importorskip("_xxsubinterpreters")
+    iid = interpreters.create(isolated=True)
+    try:
+        with pytest.raises(Exception, match="does not support loading in subinterpreters"):
+            interpreters.run_string(iid, "import aiokproto._accel")
+    finally:
+        interpreters.destroy(iid)
 
 
 def test_append_refuses_what_is_not_bytes_and_leaves_the_batch_alone() -> None:

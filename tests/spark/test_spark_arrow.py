@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import importlib
 import inspect
 from typing import Any, NamedTuple
 
@@ -106,12 +107,25 @@ def test_sink_reads_rows_for_older_spark() -> None:
     ]
 
 
-# -- the compiled builder (aiokproto._accel.arrow_columns) against the Python one --------
+# -- the compiled builder (aiokproto.spark._arrow.arrow_columns) against the Python one --
 
-native: Any = accel.native
-needs_native = pytest.mark.skipif(
-    arrow._arrow_columns is None, reason="aiokproto._accel is not built"
+# the module arrow.py loaded its builder from (None: not built, or pure Python chosen)
+native: Any = None if arrow._arrow_columns is None else importlib.import_module(
+    "aiokproto.spark._arrow"
 )
+needs_native = pytest.mark.skipif(
+    arrow._arrow_columns is None, reason="aiokproto.spark._arrow is not built"
+)
+
+
+def test_the_builder_is_compiled_with_the_codec_and_outside_it() -> None:
+    # the spark extra's C, not the core codec's: _accel has no Arrow code, and a
+    # compiled build has both (a build that lost _arrow.c would silently run Python)
+    if accel.native is None:
+        assert native is None
+        return
+    assert not hasattr(accel.native, "arrow_columns")
+    assert native is not None and native.arrow_columns is arrow._arrow_columns
 _I64 = 2**63
 
 blobs = st.one_of(
@@ -175,7 +189,7 @@ def test_no_record_and_one_record(n: int, include_headers: bool) -> None:
 
 
 def test_consumer_record_fields_are_where_the_compiled_builder_reads_them() -> None:
-    # _accel.c's F_OFFSET .. F_HEADERS
+    # spark/_arrow.c's F_OFFSET .. F_HEADERS
     assert ConsumerRecord._fields[2:8] == (
         "offset",
         "timestamp",

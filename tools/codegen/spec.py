@@ -11,6 +11,11 @@ each source says for the versions it owns; the field order is a merge of both or
 in which each source's order survives as a subsequence, so every version lays out its
 fields exactly as its source spec does. ``layout`` computes that per-version wire
 layout; the tests check it against the sources for every message and version.
+
+What is generated (see ``client_messages``): the APIs a client sends, i.e. those the
+newest spec lists for the ``broker`` listener less the broker-to-broker ones named in
+``INTER_BROKER``, both their request and response, plus the headers and the data specs
+in ``CLIENT_DATA``. ``load_merged`` keeps every spec (the merge is tested on all).
 """
 
 from __future__ import annotations
@@ -105,6 +110,9 @@ class MessageSpec:
     # responses with ThrottleTimeMs: first version whose broker answers at once and
     # leaves the throttling to the client (KIP-219); None when there is no such field
     client_throttle_from: int | None = None
+    # the newest spec's "listeners": which broker listeners serve the API (requests
+    # and responses; empty for data/header specs and ZooKeeper-era APIs)
+    listeners: frozenset[str] = frozenset()
 
 
 def _parse_fields(
@@ -181,6 +189,7 @@ def parse_spec(path: Path, source: str) -> MessageSpec:
         client_throttle_from=_client_throttle_from(
             str(raw["name"]), path.read_text(encoding="utf-8"), fields
         ),
+        listeners=frozenset(str(x) for x in raw.get("listeners", [])),  # type: ignore[attr-defined]
     )
 
 
@@ -293,7 +302,7 @@ def merge(new: MessageSpec | None, old: MessageSpec | None) -> MessageSpec:
     if new is None or not new.versions:
         assert old is not None
         if new is not None:
-            return replace(old, name=new.name)
+            return replace(old, name=new.name, listeners=new.listeners)
         return old
     if old is None:
         return new
@@ -315,6 +324,7 @@ def merge(new: MessageSpec | None, old: MessageSpec | None) -> MessageSpec:
         source={**{v: old.source[v] for v in old_only}, **new.source},
         unstable_from=new.unstable_from,
         client_throttle_from=new.client_throttle_from,
+        listeners=new.listeners,
     )
 
 
@@ -326,6 +336,60 @@ def load_merged(spec_root: Path) -> list[MessageSpec]:
     return sorted(
         out, key=lambda m: (m.api_key if m.api_key is not None else 10_000, m.kind, m.name)
     )
+
+
+# ---------------------------------------------------------------- what is generated
+
+# The listener clients connect to. An API the newest spec does not serve there is a
+# KRaft controller RPC ("controller" only: Vote, BrokerRegistration...) or a
+# ZooKeeper-era inter-broker API with no listener left (LeaderAndIsr, StopReplica,
+# UpdateMetadata, ControlledShutdown): no client sends those.
+CLIENT_LISTENER = "broker"
+
+# APIs the broker listener serves to other brokers only: the transaction coordinator
+# writes markers to partition leaders, share-partition leaders keep their state with
+# the share coordinator (Kafka's ApiKeys marks them clusterAction). The specs cannot
+# tell them from client APIs, so they are named here.
+INTER_BROKER = frozenset(
+    {
+        "WriteTxnMarkers",
+        "InitializeShareGroupState",
+        "ReadShareGroupState",
+        "WriteShareGroupState",
+        "DeleteShareGroupState",
+        "ReadShareGroupStateSummary",
+    }
+)
+
+# Data specs a client encodes: the classic group protocol's member metadata. The other
+# data specs are KRaft log records (VotersRecord, SnapshotHeaderRecord...), Envelope's
+# principal and the transaction control records, which records/control.py reads itself.
+CLIENT_DATA = frozenset({"ConsumerProtocolAssignment", "ConsumerProtocolSubscription"})
+
+
+def client_sends(request: MessageSpec) -> bool:
+    """Whether a client sends this API (``request`` is the API's request spec)."""
+    api = request.name.removesuffix("Request")
+    return CLIENT_LISTENER in request.listeners and api not in INTER_BROKER
+
+
+def client_messages(specs: list[MessageSpec]) -> list[MessageSpec]:
+    """The messages of ``specs`` the generator emits, in their order: both halves of
+    each API a client sends (a response spec names no listeners: its request's
+    decide), the headers, and the data specs in ``CLIENT_DATA``."""
+    apis = {s.api_key for s in specs if s.kind == "request" and client_sends(s)}
+    return [
+        s
+        for s in specs
+        if s.kind == "header"
+        or (s.kind == "data" and s.name in CLIENT_DATA)
+        or (s.kind in ("request", "response") and s.api_key in apis)
+    ]
+
+
+def load_client(spec_root: Path) -> list[MessageSpec]:
+    """``client_messages`` of ``load_merged(spec_root)``: what the generator emits."""
+    return client_messages(load_merged(spec_root))
 
 
 # --------------------------------------------------------------------------- layout
