@@ -53,7 +53,8 @@ native: $(VENV)/.native-built
 # supported Pythons (pyenv's, one venv each under .venv-py/), with the compiled codec and
 # without it; 3.11 runs its pure-Python pass in make test too.
 UNIT_PYTHONS := 3.12 3.13
-UNIT_TESTS := tests/records tests/producer tests/consumer
+UNIT_TESTS := tests/records tests/producer tests/consumer tests/unit/records tests/unit/test_accel.py \
+	tests/unit/producer tests/unit/consumer
 PY_VENVS := .venv-py
 
 $(PY_VENVS)/%/.installed: pyproject.toml setup.py aiokproto/_accel.c
@@ -114,7 +115,8 @@ endef
 
 # Tests that run again on uvloop (the loop uvicorn[standard] installs): connections,
 # producer, consumer, groups, admin and the examples.
-UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/producer/test_producer_broker.py \
+UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/unit/net tests/unit/test_soonest.py \
+	tests/producer/test_producer_broker.py \
 	tests/producer/test_producer_guarantees.py tests/producer/test_producer_order.py \
 	tests/consumer/test_consume_basic.py tests/consumer/test_consume_group_e2e.py \
 	tests/consumer/test_fetch_broker.py tests/admin/test_admin_topics.py tests/examples \

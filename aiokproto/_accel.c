@@ -1,7 +1,7 @@
 /* aiokproto._accel: the compiled form of the record codec's hot loops.
  *
  * The Python functions named beside each entry point are the readable reference; these
- * must give the same results (tests/records/test_accel.py compares them on generated
+ * must give the same results (tests/unit/test_accel.py compares them on generated
  * and hostile input). aiokproto/accel.py loads this module unless
  * AIOKPROTO_PURE_PYTHON=1, and everything works without it.
  *
@@ -784,7 +784,7 @@ int_field(PyObject *o, Py_ssize_t i, const char *what, long long *out)
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* Field positions in ConsumerRecord (tests/records/test_accel.py checks them). */
+/* Field positions in ConsumerRecord (tests/unit/test_accel.py checks them). */
 enum { F_OFFSET = 2, F_TIMESTAMP = 3, F_TYPE = 4, F_KEY = 5, F_VALUE = 6, F_HEADERS = 7 };
 
 /* arrow_columns(records, cls, include_headers) -> tuple of buffers
