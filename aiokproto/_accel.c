@@ -1,4 +1,8 @@
-/* aiokproto._accel: the compiled form of the record codec's hot loops.
+/* aiokproto._accel: the compiled form of the record codec's hot loops (v2 record
+ * decode, record encode, murmur2) and of parts of the producer and the Spark source:
+ * the record builder and delivery-handle types, send()'s common case (bind_send and
+ * send_fast read and write the __slots__ of producer classes), the records-to-Arrow
+ * columns of the Spark source.
  *
  * The Python functions named beside each entry point are the readable reference; these
  * must give the same results (tests/unit/test_accel.py compares them on generated

@@ -1,5 +1,6 @@
-"""The v2 records section decoder: one Python reference, used by ``RecordBatch``, the
-consumer and the share consumer.
+"""The v2 records section decoder: one Python reference (for ``_accel.decode_records``,
+same signature), used by ``RecordBatch``, the consumer and the share consumer;
+decompression with typed errors, LogAppendTime.
 
 ``decode_records`` has the signature of ``aiokproto._accel.decode_records`` and returns
 what it returns (tests/unit/records/test_decode.py and tests/unit/test_accel.py compare
