@@ -1,25 +1,17 @@
-"""Pieces of the harness that need no broker: config, certificates, probe codec, jars."""
+"""Broker configuration without a broker: server.properties for one node and a cluster,
+listeners, SCRAM users, cluster ids."""
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-import struct
-import threading
 from pathlib import Path
 
 import pytest
-from cryptography import x509
 
 from aiokproto.testing import (
     ALL_LISTENERS,
     KafkaHarnessError,
-    ProbeError,
     SaslUser,
     SecurityOptions,
-    api_versions,
-    generate_tls_files,
-    metadata,
 )
 from aiokproto.testing.broker_config import (
     NodeAddress,
@@ -28,8 +20,6 @@ from aiokproto.testing.broker_config import (
     scram_format_args,
     server_properties,
 )
-from aiokproto.testing.jars import is_resolved, libs_dir, resolve_jars
-from aiokproto.testing.ports import free_ports
 
 
 def _three_nodes() -> list[NodeAddress]:
@@ -96,87 +86,6 @@ def test_unsafe_credentials_are_refused() -> None:
 def test_cluster_id_shape() -> None:
     cid = new_cluster_id()
     assert len(cid) == 22 and "=" not in cid
-
-
-def test_free_ports_are_distinct() -> None:
-    ports = free_ports(8)
-    assert len(set(ports)) == 8
-
-
-def test_certificates_have_the_required_names(tmp_path: Path) -> None:
-    tls = generate_tls_files(tmp_path)
-    cert = x509.load_pem_x509_certificate(tls.server_cert.read_bytes())
-    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert san.get_values_for_type(x509.DNSName) == ["localhost"]
-    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
-    ca = x509.load_pem_x509_certificate(tls.ca_file.read_bytes())
-    cert.verify_directly_issued_by(ca)
-    keystore = tls.server_keystore.read_text()
-    assert keystore.startswith("-----BEGIN PRIVATE KEY-----")
-    assert keystore.count("BEGIN CERTIFICATE") == 2
-
-
-def _serve_once(reply: bytes) -> tuple[int, threading.Thread]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-
-    def run() -> None:
-        with server:
-            conn, _ = server.accept()
-            with conn:
-                (size,) = struct.unpack(">i", conn.recv(4))
-                conn.recv(size)
-                conn.sendall(struct.pack(">i", len(reply)) + reply)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return server.getsockname()[1], thread
-
-
-def test_probe_decodes_api_versions() -> None:
-    body = struct.pack(">ih", 0x5EED, 0) + struct.pack(">i", 2)
-    body += struct.pack(">hhh", 3, 0, 12) + struct.pack(">hhh", 18, 0, 4)
-    port, thread = _serve_once(body)
-    assert api_versions("127.0.0.1", port) == {3: (0, 12), 18: (0, 4)}
-    thread.join(5)
-
-
-def test_probe_decodes_metadata() -> None:
-    host = b"127.0.0.1"
-    body = struct.pack(">ii", 0x5EED, 0) + struct.pack(">i", 1)
-    body += struct.pack(">ih", 7, len(host)) + host + struct.pack(">ih", 9092, -1)
-    body += struct.pack(">h", 3) + b"abc" + struct.pack(">ii", 7, 0)
-    port, thread = _serve_once(body)
-    md = metadata("127.0.0.1", port)
-    assert md.cluster_id == "abc" and md.controller_id == 7 and md.broker_ids == {7}
-    thread.join(5)
-
-
-def test_probe_rejects_a_wrong_correlation_id() -> None:
-    port, thread = _serve_once(struct.pack(">ih", 1, 0) + struct.pack(">i", 0))
-    with pytest.raises(ProbeError):
-        api_versions("127.0.0.1", port)
-    thread.join(5)
-
-
-def test_probe_rejects_truncated_bodies() -> None:
-    port, thread = _serve_once(struct.pack(">ih", 0x5EED, 0) + struct.pack(">i", 5))
-    with pytest.raises(ProbeError):
-        api_versions("127.0.0.1", port)
-    thread.join(5)
-
-
-def test_resolution_marker_is_required(tmp_path: Path) -> None:
-    libs = libs_dir("4.3.1", tmp_path)
-    libs.mkdir(parents=True)
-    (libs / "kafka_2.13-4.3.1.jar").write_bytes(b"")
-    assert not is_resolved("4.3.1", tmp_path)
-
-
-def test_unknown_version_is_refused() -> None:
-    with pytest.raises(KafkaHarnessError, match="unsupported Kafka version"):
-        resolve_jars("1.0.0")
 
 
 def test_cluster_ids_never_start_with_a_dash() -> None:
