@@ -1,6 +1,7 @@
 """Where a module's tests are: every hand-written module of ``aiokproto/`` has its unit
 tests (no broker) at ``tests/unit/<package path>/test_<module>.py``, or a line in
-``tests/unit/exemptions.txt`` naming the test file that covers it instead.
+``tests/unit/exemptions.txt`` naming the test file that covers it instead; a unit file
+whose module is gone (renamed, split) fails too.
 
 ``aiokproto/protocol/messages`` is generated (``tools/codegen``) and left out. Leading
 and trailing underscores are dropped from the module name: ``__init__.py`` maps to
@@ -63,6 +64,12 @@ def layout_problems(all_modules: list[str], exempt: dict[str, str], exists: set[
             problems.append(f"exemptions.txt names {module}, which has {unit_file(module)}")
         if test not in exists:
             problems.append(f"exemptions.txt: {module} is covered by {test}, which does not exist")
+    mirrors = {unit_file(module) for module in all_modules}
+    for path in sorted(exists):
+        name = path.rpartition("/")[2]
+        if path.startswith("tests/unit/") and name.startswith("test_") and path.endswith(".py"):
+            if path not in mirrors:
+                problems.append(f"{path} is the unit file of no module of aiokproto/")
     return problems
 
 
@@ -94,6 +101,12 @@ def test_the_check_names_what_is_wrong() -> None:
     exempt = {"aiokproto/pkg/c.py": "tests/x.py"}
     assert layout_problems(all_modules[2:], exempt, exists) == [
         "exemptions.txt names aiokproto/pkg/c.py, which has tests/unit/pkg/test_c.py"
+    ]
+    # a module renamed without its unit file
+    assert layout_problems(["aiokproto/pkg/d.py"], {}, exists | {"tests/unit/test_d.py"}) == [
+        "aiokproto/pkg/d.py: no tests/unit/pkg/test_d.py and no line in tests/unit/exemptions.txt",
+        "tests/unit/pkg/test_c.py is the unit file of no module of aiokproto/",
+        "tests/unit/test_d.py is the unit file of no module of aiokproto/",
     ]
 
 
