@@ -1,4 +1,5 @@
-"""Producer options validation and the per-partition answer rules (no sockets)."""
+"""Producer options validation (no sockets): Java's defaults, acks, implicit
+idempotence, errors naming the option."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from aiokproto.config import split_options
 from aiokproto.errors import KafkaConfigError
 from aiokproto.producer import Producer
 from aiokproto.producer.options import PRODUCER_OPTIONS, ProducerOptions, parse_producer_options
-from aiokproto.producer.sender import Action, decide
 from aiokproto.records import compression
 
 
@@ -79,83 +79,3 @@ def test_unknown_option_is_named() -> None:
 def test_compression_names() -> None:
     for name, cid in compression.CODEC_IDS.items():
         assert parse(compression_type=name).compression == cid
-
-
-async def test_send_before_start_is_a_clear_error() -> None:
-    from aiokproto.errors import IllegalStateError
-
-    producer = Producer(bootstrap_servers="x:1")
-    with pytest.raises(IllegalStateError, match="not started"):
-        await producer.send("t", b"v")
-
-
-async def test_an_async_on_delivery_is_refused_at_send() -> None:
-    """on_delivery is called, never awaited: an ``async def`` one would only make a
-    coroutine nobody runs (a RuntimeWarning at delivery time, the report lost)."""
-
-    async def report(error: BaseException | None, metadata: object) -> None:
-        pass  # pragma: no cover
-
-    producer = Producer(bootstrap_servers="x:1")
-    with pytest.raises(TypeError, match="plain function, not a coroutine function"):
-        await producer.send("t", b"v", on_delivery=report)
-
-
-# -- decide() ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("code", "idempotent", "first", "hint", "action"),
-    [
-        (0, True, True, False, Action.DONE),
-        (46, True, True, False, Action.DONE),  # DUPLICATE_SEQUENCE_NUMBER
-        (45, True, False, False, Action.RETRY),  # OUT_OF_ORDER behind an unresolved batch
-        (45, True, True, False, Action.RESET),  # OUT_OF_ORDER at the head: a real gap
-        (59, True, True, False, Action.RESET),  # UNKNOWN_PRODUCER_ID
-        (59, True, False, False, Action.RETRY),
-        (6, True, True, False, Action.RETRY),  # NOT_LEADER_OR_FOLLOWER
-        (6, True, True, True, Action.RETRY_NOW),  # ... with a KIP-951 leader hint
-        (19, False, True, False, Action.RETRY),  # NOT_ENOUGH_REPLICAS
-        (7, False, True, False, Action.RETRY),  # REQUEST_TIMED_OUT
-        (10, False, True, False, Action.FAIL),  # MESSAGE_TOO_LARGE
-        (29, False, True, False, Action.FAIL),  # TOPIC_AUTHORIZATION_FAILED
-        (45, False, True, False, Action.FAIL),  # not idempotent: nothing to reset
-        (87, True, True, False, Action.FAIL),  # INVALID_RECORD
-    ],
-)
-def test_decide(code: int, idempotent: bool, first: bool, hint: bool, action: Action) -> None:
-    assert (
-        decide(code, idempotent=idempotent, first_unresolved=first, leader_hint_applied=hint)
-        is action
-    )
-
-
-@pytest.mark.parametrize(
-    ("items", "nulls"),
-    [
-        ([b"a", b"bb", b""], False),
-        ([b"a", None, b"ccc"], True),
-        ([bytearray(b"ab"), memoryview(b"cd"), None], True),
-        ([], False),
-    ],
-)
-def test_send_batch_bytes_and_charges_match_the_per_record_rule(
-    items: list[Any], nulls: bool
-) -> None:
-    from aiokproto.producer.producer import _bytes_list, _charges
-
-    got, has_none = _bytes_list(list(items), "value")
-    assert has_none is nulls
-    assert all(v is None or isinstance(v, (bytes, bytearray)) for v in got)
-    assert [None if v is None else bytes(v) for v in got] == [
-        None if v is None else bytes(v) for v in items
-    ]
-    assert _charges(got, has_none, 70) == [70 + (0 if v is None else len(v)) for v in got]
-
-
-@pytest.mark.parametrize("bad", ["text", 7, [b"x"], True])
-def test_send_batch_refuses_what_is_not_bytes(bad: Any) -> None:
-    from aiokproto.producer.producer import SerializationError, _bytes_list
-
-    with pytest.raises(SerializationError, match="key"):
-        _bytes_list([b"ok", bad, None], "key")
