@@ -12,10 +12,11 @@ PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
 .PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-rebalance bench-share broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-full bench-rebalance bench-share broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
-	@echo "make test    - set up, then ruff, mypy --strict, codegen --check and pytest"
+	@echo "make test    - set up, then ruff, mypy --strict, codegen and file map --check, pytest"
 	@echo "               (the unit tests also without the compiled codec and on Python 3.12/3.13)"
 	@echo "make faults  - the fault-injection suite at full size (make test runs a slice)"
 	@echo "make test-spark-matrix - tests/spark on every supported pyspark, one venv each"
@@ -55,7 +56,8 @@ native: $(VENV)/.native-built
 # supported Pythons (pyenv's, one venv each under .venv-py/), with the compiled codec and
 # without it; 3.11 runs its pure-Python pass in make test too.
 UNIT_PYTHONS := 3.12 3.13
-UNIT_TESTS := tests/records tests/producer tests/consumer
+UNIT_TESTS := tests/records tests/producer tests/consumer tests/unit/records tests/unit/test_accel.py \
+	tests/unit/producer tests/unit/consumer
 PY_VENVS := .venv-py
 
 $(PY_VENVS)/%/.installed: pyproject.toml setup.py aiokproto/_accel.c
@@ -107,6 +109,13 @@ codegen: venv
 codegen-check: venv
 	$(PY) -m tools.codegen --check
 
+# docs/DESIGN.md's file map is made of the modules' docstrings (tools/file_map.py).
+file-map: venv
+	$(PY) -m tools.file_map
+
+file-map-check: venv
+	$(PY) -m tools.file_map --check
+
 # pytest exits 5 when it collected nothing: that means the suite is broken, so say so.
 define run_pytest
 	@$(PY) -m pytest -q -p no:cacheprovider $(1); rc=$$?; \
@@ -116,7 +125,8 @@ endef
 
 # Tests that run again on uvloop (the loop uvicorn[standard] installs): connections,
 # producer, consumer, groups, admin and the examples.
-UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/producer/test_producer_broker.py \
+UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/unit/net tests/unit/test_soonest.py \
+	tests/producer/test_producer_broker.py \
 	tests/producer/test_producer_guarantees.py tests/producer/test_producer_order.py \
 	tests/consumer/test_consume_basic.py tests/consumer/test_consume_group_e2e.py \
 	tests/consumer/test_fetch_broker.py tests/admin/test_admin_topics.py tests/examples \
@@ -125,7 +135,7 @@ UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/producer/test_producer_
 # The whole suite on Kafka 4.3.1 (tests that take `kafka_any` also run on 3.9.1), then
 # the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,
 # then a slice on uvloop.
-test: venv native jars lint typecheck codegen-check docs
+test: venv native jars lint typecheck codegen-check file-map-check docs
 	$(call run_pytest,$(PYTEST_ARGS))
 	AIOKPROTO_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider --unit $(UNIT_TESTS) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-pythons

@@ -1,12 +1,16 @@
-"""aiokproto: an asyncio-native Apache Kafka client.
+"""aiokproto: an asyncio-native Apache Kafka client. The curated public names; the
+clients (``Producer``, ``Consumer``, ``ShareConsumer``, ``Admin`` and their types) are
+imported on first use of their name (module ``__getattr__``, ``TYPE_CHECKING`` imports
+for mypy): ``import aiokproto`` loads no client and no message codec, and the console
+script answers ``--version`` before importing Click (tests/test_import_cost.py).
 
 The curated public names are listed in ``__all__`` (a test keeps it honest); errors
 live in ``aiokproto.errors`` (``ConsumerStoppedError`` and ``IllegalOperation``, the
 alias of ``NoGroupError``, are here too, where aiokafka has them).
 
-The clients are imported on first use of their name (``from aiokproto import Producer``
-imports the producer, not the admin client): ``import aiokproto`` stays cheap for the
-command line and for programs that use one client. tests/test_import_cost.py checks it.
+``from aiokproto import Producer`` imports the producer, not the admin client, so
+``import aiokproto`` stays cheap for the command line and for programs that use one
+client.
 """
 
 # private aliases: vars(aiokproto) holds only public names (tests/test_public_api.py)

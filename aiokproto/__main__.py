@@ -1,4 +1,5 @@
-"""``python -m aiokproto``: the command line (needs the ``cli`` extra)."""
+"""``python -m aiokproto``: the command line (needs the ``cli`` extra, Click and Rich;
+without it, one line and exit 1), as the ``aiokproto`` console script."""
 
 from aiokproto.cli import main
 

@@ -1,7 +1,10 @@
-/* aiokproto._accel: the compiled form of the record codec's hot loops.
+/* aiokproto._accel: the compiled form of the record codec's hot loops (v2 record
+ * decode, record encode, murmur2) and of parts of the producer: the record builder and
+ * delivery-handle types, send()'s common case (bind_send and send_fast read and write
+ * the __slots__ of producer classes).
  *
  * The Python functions named beside each entry point are the readable reference; these
- * must give the same results (tests/records/test_accel.py compares them on generated
+ * must give the same results (tests/unit/test_accel.py compares them on generated
  * and hostile input). aiokproto/accel.py loads this module unless
  * AIOKPROTO_PURE_PYTHON=1, and everything works without it.
  *

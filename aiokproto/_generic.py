@@ -1,4 +1,6 @@
-"""The type variables of records' keys and values, with defaults for type checkers.
+"""The type variables of records' keys and values (``Producer[K, V]``, ``Consumer[K,
+V]``, ``ConsumerRecord[K, V]``, ``ShareConsumer``/``ShareRecord``), with defaults (PEP
+696) for type checkers only.
 
 ``Producer[K, V]``, ``Consumer[K, V]``, ``ConsumerRecord[K, V]`` (and the share
 consumer's) are generic in the key and value types their (de)serializers give. A bare

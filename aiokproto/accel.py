@@ -1,4 +1,7 @@
-"""Which implementation of the record codec's hot loops is in use.
+"""Which implementation of the record codec's hot loops is in use: loads the compiled
+``_accel`` unless ``AIOKPROTO_PURE_PYTHON=1``; ``implementation()`` names it;
+``warn_if_pure_python()`` (the first ``ClusterClient`` logs once that the codec failed
+to load and what that costs).
 
 ``aiokproto._accel`` (C, built from ``aiokproto/_accel.c`` when a compiler is there) is
 loaded unless ``AIOKPROTO_PURE_PYTHON`` is set to anything but ``""``/``0``; without it

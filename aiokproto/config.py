@@ -1,4 +1,6 @@
-"""Configuration shared by Producer, Consumer and Admin.
+"""Configuration shared by Producer, Consumer and Admin: ``ClientConfig``, bootstrap
+parsing, ``split_options`` (aiokafka's option names and ``None`` values translated,
+ignored ones warned about once, did-you-mean for unknown names).
 
 Names are Java's client configs in snake_case. Unknown or ill-typed options fail
 at construction with ``KafkaConfigError``, never later on a background task.

@@ -1,4 +1,5 @@
-"""Helpers with aiokafka's names and signatures, for code moving from aiokafka.
+"""Helpers with aiokafka's names and signatures, for code moving from aiokafka
+(``create_ssl_context``).
 
 ``create_ssl_context(...)`` builds the ``ssl.SSLContext`` that every client takes as
 ``ssl_context=`` (with ``security_protocol="SSL"`` or ``"SASL_SSL"``).

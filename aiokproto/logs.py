@@ -1,4 +1,6 @@
-"""Rate-limited logging of a warning that repeats while something stays broken.
+"""Rate-limited logging of a warning that repeats while something stays broken:
+``RepeatingWarning`` logs the first of a run of identical warnings, then a summary per
+minute with a count (pure, injectable clock).
 
 During an outage every client would otherwise log the same line about once a second
 for as long as it lasts. ``RepeatingWarning`` logs the first occurrence of a message,

@@ -1,4 +1,7 @@
-"""Every client option, typed and documented in one place.
+"""Every client option, typed and documented in one place: each a ``TypedDict`` key with
+its docstring (meaning, then ``Default:``, the value and its unit), what the
+constructors take as ``**options: Unpack[...]``, and the source of
+docs/reference/config.md.
 
 The clients' constructors take their options as ``**options: Unpack[...]`` of these
 TypedDicts, so editors complete and document each option and a type checker rejects an

@@ -1,4 +1,8 @@
-"""Small value types shared by the producer, consumer and admin APIs.
+"""Small value types shared by the producer, consumer and admin APIs:
+``TopicPartition``, ``OffsetAndMetadata``, ``ConsumerGroupMetadata``,
+``ConsumerRecord[K, V]``, ``OffsetAndTimestamp``, ``RecordMetadata``, defined here so
+that they import no client (``aiokproto.producer`` and ``aiokproto.consumer`` re-export
+them).
 
 aiokafka's ``aiokafka.structs`` also has ``ConsumerRecord``, ``OffsetAndTimestamp``
 and ``RecordMetadata``; they are defined here, so the clients import this module and

@@ -1,4 +1,5 @@
-"""One benchmark run in its own process: ``python -m benchmarks.child '<job json>'``.
+"""One benchmark run in its own process: ``python -m benchmarks.child '<job json>'``:
+the client adapter and its meter (wall and CPU time per phase), peak RSS (``VmHWM``).
 
 A fresh process per (client, scenario, run) keeps runs from contaminating each other
 (imports, allocator state, threads left behind) and makes ``getrusage(RUSAGE_SELF)``

@@ -1,4 +1,6 @@
-"""Kafka's own Java load generators: classpath resolution and output parsing.
+"""Kafka's own Java load generators: classpath resolution (kafka-tools, via
+``testing.jars.resolve_pom``, POMs in benchmarks/poms/) and output parsing
+(ProducerPerformance, ConsumerPerformance).
 
 ``ProducerPerformance`` and ``ConsumerPerformance`` from ``org.apache.kafka:kafka-tools``
 are the broker's ceiling on this machine. The classpath is resolved from Maven Central

@@ -1,4 +1,6 @@
-"""The orchestrator: one broker, every scenario, every client, interleaved and repeated.
+"""The orchestrator: one broker, every scenario, every client, interleaved and repeated:
+warm-up, topics, seeding, one child per (client, scenario, run), broker-side offset
+checks.
 
 For each scenario and run the clients go in rotated order (A B C, B C A, ...), each in
 its own child process (``benchmarks.child``); each scenario opens with one untimed run

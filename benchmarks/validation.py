@@ -1,4 +1,5 @@
-"""Is a run's number worth reporting? (pure)
+"""Is a run's number worth reporting? (pure): a run counts only if every record was
+acknowledged or consumed.
 
 Every run is checked against what the scenario asked for and what the broker saw, so
 a client that drops, duplicates or truncates records cannot post a fast number: it is

@@ -1,4 +1,5 @@
-"""The Admin client and the types its methods take and return."""
+"""The Admin client and the types its methods take and return: plumbing in a base
+(``base.py``), one mixin module per area, ``_batch.py`` the per-item retry loop."""
 
 from aiokproto.admin import types as _types
 from aiokproto.admin.batch_error import AdminBatchError

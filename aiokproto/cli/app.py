@@ -1,4 +1,5 @@
-"""The root ``aiokproto`` command group: the sub-commands and process-wide settings."""
+"""The root ``aiokproto`` command group: the sub-commands and process-wide settings
+(``--verbose``, ``--version``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""What every command shares: connection options, output, running, errors to exit codes.
+"""What every command shares: connection and security options, ``--config``, environment
+variables ``AIOKPROTO_*``, ``--timeout``, ``--output``; ``run()`` turns errors into one
+line and exit codes 0/1/2; JSON and table output, progress bars.
 
 Precedence of a setting: the command line, then its environment variable, then the
 ``--config`` file, then the default. Exit codes: 0 ok, 1 an error (the broker, the

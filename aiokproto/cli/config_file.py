@@ -1,4 +1,5 @@
-"""Java ``client.properties`` files and their names mapped to aiokproto's options (pure).
+"""Java ``client.properties`` files and their names mapped to aiokproto's options
+(``sasl.jaas.config``, PEM stores); unknown names are refused by name (pure).
 
 A Java user's file works as it is: ``bootstrap.servers``, ``security.protocol``,
 ``sasl.jaas.config`` (PLAIN and SCRAM login modules), PEM trust and key stores, and

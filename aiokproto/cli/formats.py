@@ -1,4 +1,5 @@
-"""Record text in and out (pure): produce's input lines and consume's ``--format``."""
+"""Record text in and out (pure): consume's ``--format`` templates and ``json`` records
+out, produce's input lines (``--key-separator``, ``--json``) in."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``aiokproto groups list|describe|lag|delete|reset-offsets``."""
+"""``aiokproto groups list|describe|lag|delete|reset-offsets`` (reset-offsets is a dry
+run unless ``--execute``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Pure parts of ``groups reset-offsets`` and ``groups lag``: parsing the options and
-working out the new offsets, as Kafka's kafka-consumer-groups tool does."""
+"""Pure parts of ``groups reset-offsets`` and ``groups lag``: parsing the options
+(``--topic t:0,1``, datetimes) and working out the new offsets and the lag rows, as
+Kafka's kafka-consumer-groups tool does."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ waiters too: no waiter outlives the tasks it waits on.
 
 ``Wakeup`` and ``wait_event`` are how those tasks and their readers wait for a change.
 No sockets here: the module runs under a bare event loop
-(``tests/cluster/test_broker_tasks.py``).
+(``tests/unit/cluster/test_broker_tasks.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The cluster client: connections by (node, purpose), routing, metadata, coordinators.
+"""The cluster client (``ClusterClient``): connections by (node, purpose), routing,
+metadata, coordinators; ``start()`` bounds the bootstrap and names a SASL listener that
+a client without SASL reached.
 
 Producer, Consumer and Admin each own one. Connections are opened on first use and
 shared by everyone wanting the same node and purpose; concurrent opens coalesce. A

@@ -1,4 +1,5 @@
-"""Coordinator lookup (FindCoordinator) with its own cache.
+"""Coordinator lookup (FindCoordinator) with its own cache and batched look-ups; of its
+client it needs only ``CoordinatorHost`` (a Protocol of the few calls it makes).
 
 Lookups asked for in the same event-loop turn go out as one batched request
 (FindCoordinator v4+ takes many keys); older brokers get one request per key. Callers

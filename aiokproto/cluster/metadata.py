@@ -1,4 +1,4 @@
-"""The metadata cache actor: one task owns cluster metadata.
+"""The metadata cache actor (``MetadataCache``): one task owns cluster metadata.
 
 Readers take ``cache.snapshot`` (immutable, never blocks). Anyone who learns the
 snapshot is stale calls ``request_refresh()`` (fire and forget) or awaits

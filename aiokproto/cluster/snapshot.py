@@ -1,4 +1,5 @@
-"""Immutable views of cluster metadata, and the pure rules for updating them.
+"""Immutable views of cluster metadata (``ClusterSnapshot``), and the pure rules for
+updating them.
 
 The metadata actor is the only writer; everyone else reads the snapshot it last
 published. Updates never move a partition back to an older leader epoch for the same

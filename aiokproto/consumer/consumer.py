@@ -1,4 +1,6 @@
 """The ``Consumer``: the application's view of fetching, positions and the group.
+Positions resolve from the committed offset, then ``auto_offset_reset``; without a
+group, a subscription covers all partitions of its topics.
 
 It owns a ``ClusterClient``, a ``SubscriptionState``, a ``Fetcher`` and (with
 ``group_id``) a ``ClassicGroupDriver``; every call runs on the caller's task, and

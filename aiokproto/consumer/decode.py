@@ -1,4 +1,5 @@
-"""The consumer's record decoder: one fetched batch straight into ``ConsumerRecord`` tuples.
+"""The consumer's record decoder: one fetched v2 batch straight into ``ConsumerRecord``
+tuples in one pass through ``records/decode.py``; legacy (v0/v1) batches converted.
 
 ``RecordBatch.records()`` gives ``Record`` tuples; the consumer would then build a second
 tuple per record to add topic, partition and leader epoch. This module has the shared v2

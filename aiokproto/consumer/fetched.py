@@ -1,4 +1,5 @@
-"""One partition's data from one Fetch response, decoded batch by batch as it is handed out.
+"""One partition's data from one Fetch response (``FetchedData``), decoded batch by
+batch as it is handed out.
 
 Arrival costs nothing but keeping the response buffer: batches are split, CRC-checked,
 decompressed and decoded only when the application asks for records, one batch at a

@@ -1,5 +1,6 @@
-"""The fetcher: one fetch loop per broker, a bounded buffer of fetched data, and the
-position housekeeping (offset resets, KIP-320 epoch checks) in a manager task.
+"""The fetcher (``Fetcher``): one fetch loop per broker, a bounded buffer of fetched
+data handed out by ``drain``, and the position housekeeping (offset resets, KIP-320
+epoch checks) in a manager task that also starts the loops.
 
 Flow: the manager starts a loop for every broker that leads (or, with ``client_rack``,
 is the preferred replica of) an assigned partition with a position. A loop keeps one

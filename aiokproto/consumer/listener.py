@@ -1,4 +1,5 @@
-"""The rebalance listener users implement to act when partitions move."""
+"""The rebalance listener users implement to act when partitions move
+(``ConsumerRebalanceListener``: callbacks around a rebalance)."""
 
 from __future__ import annotations
 

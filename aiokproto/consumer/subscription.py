@@ -1,4 +1,5 @@
-"""What the consumer is subscribed to, what it is assigned, and where it is in each partition.
+"""What the consumer is subscribed to, what it is assigned, and where it is in each
+partition: ``SubscriptionState``, one ``PartitionState`` per assigned partition (pure).
 
 Plain state on one event loop: no I/O, no tasks, no locks. The user API, the group task
 and the fetcher all read and write it; the rules that keep them consistent live here.

@@ -1,4 +1,4 @@
-"""read_committed: which fetched batches belong to aborted transactions.
+"""read_committed: which fetched batches belong to aborted transactions (pure).
 
 A Fetch response under read_committed carries ``aborted_transactions``: (producer id,
 first offset) of every aborted transaction that overlaps the returned range. Walking the

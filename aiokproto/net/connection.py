@@ -1,4 +1,6 @@
-"""One connection to one broker, for one purpose.
+"""One connection to one broker, for one purpose (``BrokerConnection``): pipelined
+requests, the ApiVersions and SASL handshakes, re-authentication; connect errors
+classified and logged at DEBUG, TLS/plaintext mismatches raised as ``KafkaConfigError``.
 
 Requests are pipelined: each gets a correlation id and a future, up to
 ``max_in_flight_requests_per_connection`` at once; responses are matched by id and

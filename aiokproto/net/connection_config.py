@@ -1,4 +1,4 @@
-"""Settings shared by every connection of a client."""
+"""Settings shared by every connection of a client (``ConnectionConfig``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Sans-I/O assembly of Kafka's size-prefixed frames from a byte stream.
+"""Sans-I/O assembly of Kafka's size-prefixed frames from a byte stream
+(``FrameAssembler``, for ``BufferedProtocol``); ``foreign_protocol()`` recognises the
+first bytes of TLS or HTTP.
 
 Built for ``asyncio.BufferedProtocol``: the event loop reads straight into the
 buffer ``get_buffer`` hands out. Small frames are parsed out of one reusable scratch

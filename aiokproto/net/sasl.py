@@ -1,4 +1,5 @@
-"""SASL mechanisms as pure client-side state machines (no I/O).
+"""SASL mechanisms as pure client-side state machines (no I/O): PLAIN, SCRAM-SHA-256/512
+(RFC 5802), OAUTHBEARER.
 
 A mechanism produces the bytes to send and checks what the broker answers; the
 connection carries them in SaslAuthenticate requests. SCRAM follows RFC 5802 and

@@ -1,4 +1,5 @@
-"""Security settings: which protocol, TLS context, SASL credentials."""
+"""Security settings (``SecurityConfig``): which protocol, TLS context, SASL credentials
+and the mechanism factory."""
 
 from __future__ import annotations
 

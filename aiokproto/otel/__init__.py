@@ -1,4 +1,9 @@
-"""OpenTelemetry for aiokproto (``pip install 'aiokproto[otel]'``).
+"""OpenTelemetry for aiokproto (``pip install 'aiokproto[otel]'``), the only package
+that imports OpenTelemetry: ``instrumentor.py`` (``AiokprotoInstrumentor`` swaps a few
+client methods for traced ones and back), ``tracing.py`` (``send {topic}`` spans ended
+at delivery, W3C context in a copy of the headers, ``poll {topic}`` receive spans linked
+to it, ``process_span``), ``metrics.py`` (``metrics()`` as observable instruments
+``{group}.{name}``, ``observe_metrics``); benchmarks/otel_overhead.py measures it.
 
 - ``AiokprotoInstrumentor().instrument(tracer_provider=..., meter_provider=...)``:
   spans per the messaging semantic conventions (a ``send {topic}`` span per record

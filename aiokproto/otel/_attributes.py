@@ -2,7 +2,7 @@
 
 The names come from ``opentelemetry-semantic-conventions`` (its messaging attributes are
 still in the ``_incubating`` package, as every contrib messaging instrumentation uses
-them); ``tests/otel/test_otel_units.py`` pins the values we rely on.
+them); ``tests/unit/otel/test_attributes.py`` pins the values we rely on.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
-"""The record accumulator: per-partition batches, buffer accounting, and draining (pure).
+"""The record accumulator: per-partition batches, ``buffer_memory`` accounting, draining
+into per-broker requests, expiry. No I/O, but not pure: a new batch reads the event
+loop's clock for its creation time and deadline, and gets its future from the loop;
+draining and expiry take ``now`` from the caller.
 
-No I/O and no clock of its own: callers pass ``now`` (event-loop time) and a leader
-lookup, and get back which batches to send to which broker. Batches are drained one per
-partition per request (the broker accepts one batch per partition in a v3+ Produce),
-up to ``max_in_flight_requests_per_connection`` requests per broker and per partition.
+``drain`` takes ``now`` (event-loop time) and a leader lookup, and gives back which
+batches to send to which broker. Batches are drained one per partition per request
+(the broker accepts one batch per partition in a v3+ Produce), up to
+``max_in_flight_requests_per_connection`` requests per broker and per partition.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""A producer batch and the per-partition queue with its idempotence bookkeeping (pure).
+"""A producer batch (``ProducerBatch``) and the per-partition queue (``PartitionQueue``)
+with its sequence/epoch bookkeeping (pure), and ``BatchResult``, the broker's answer for
+a batch.
 
 Sequence rules (idempotent producer): a batch gets its base sequence the first time it
 is drained and keeps it through retries; the partition's ``unresolved`` deque holds the

@@ -1,4 +1,5 @@
-"""The record checks shared by ``Producer.send()`` and ``BatchBuilder.append()``.
+"""The record checks shared by ``Producer.send()`` and ``BatchBuilder.append()``
+(key/value/headers as bytes, serializer calls) and ``SerializationError``.
 
 Key, value and headers must be bytes (or pass a serializer): each check raises
 ``SerializationError`` before anything malformed reaches a batch. Its own module so

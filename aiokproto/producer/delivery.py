@@ -1,4 +1,6 @@
-"""What ``send()`` hands back: a light per-record handle over its batch's one future.
+"""What ``send()`` hands back: a light per-record handle over its batch's one future
+(``DeliveryFuture``, an asyncio future to ``gather``/``wait``), ``BatchDelivery``,
+``wait_delivered``, ``OnDelivery``.
 
 There is one ``asyncio.Future`` per batch, resolved with the broker's answer for the
 whole batch; a record's ``RecordMetadata`` is computed only when someone asks for it,

@@ -1,4 +1,5 @@
-"""The Producer's own options (Java's names in snake_case), validated at construction."""
+"""The Producer's own options (Java's names in snake_case), validated at construction,
+idempotence conflicts included."""
 
 from __future__ import annotations
 

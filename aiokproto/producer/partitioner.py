@@ -1,4 +1,5 @@
-"""Choosing a partition for a record: pure functions and a small stateful sticky chooser.
+"""Choosing a partition for a record: pure functions (murmur2, Java- and
+librdkafka-compatible; the keyed partition) and a small stateful uniform sticky chooser.
 
 Keyed records go to ``(murmur2(key) & 0x7fffffff) % num_partitions``: the hash Java's
 ``Utils.murmur2`` and librdkafka's ``murmur2_random`` partitioner compute, so a key lands

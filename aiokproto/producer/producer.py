@@ -1,4 +1,5 @@
-"""The Producer: public API, topic/partition choice and buffer back-pressure.
+"""The Producer: public API (``send``/``send_batch``/``flush``/``stop``), options,
+topic/partition choice and buffer back-pressure.
 
 ``send()`` only buffers: it picks the partition, waits for ``buffer_memory`` space if
 needed (up to ``max_block_ms``) and appends to the partition's open batch. The sender

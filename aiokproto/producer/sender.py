@@ -1,4 +1,5 @@
-"""The sender: one task that drains the accumulator into per-broker Produce requests.
+"""The sender: one task that drains the accumulator into per-broker Produce requests;
+``decide()`` rules for each partition's error; InitProducerId and the epoch bump.
 
 Each request runs as a task the sender owns (at most
 ``max_in_flight_requests_per_connection`` per broker, on the broker's "produce"

@@ -1,5 +1,7 @@
-"""The transaction manager: a transactional producer's requests to its transaction
-coordinator (and, for offsets, to the group coordinator).
+"""The transaction manager (``TransactionManager``): a transactional producer's requests
+to its transaction coordinator (and, for offsets, to the group coordinator):
+InitProducerId with the transactional id, AddPartitionsToTxn (v1), AddOffsetsToTxn and
+TxnOffsetCommit, EndTxn (v2: a new epoch), the v1 epoch bump after an abort.
 
 ``TxnState`` (pure) says what is allowed; this module does the I/O: InitProducerId
 with the transactional id, AddPartitionsToTxn (transactions v1: a partition's batches

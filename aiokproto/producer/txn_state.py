@@ -1,4 +1,5 @@
-"""The transactional producer's state machine and error rules (pure, no I/O).
+"""The transactional producer's state machine and error rules (pure, no I/O): Java's
+states and legal calls, error classes (retry, coordinator moved, abortable, fatal).
 
 States follow Java's ``TransactionManager``. A user call is allowed in some states
 only (``TxnState.check``); an answer's error code is one of four kinds (``classify``):

@@ -1,4 +1,7 @@
-"""Generated message modules that run on first use.
+"""Generated message modules that run on first use: ``message_module(name)`` returns a
+module that runs on its first attribute read. The Admin's APIs use it, so ``from
+aiokproto import Admin`` loads only the codecs of the connection, metadata and
+coordinators (tests/unit/protocol/test_lazy.py, tests/test_import_cost.py).
 
 A generated module (``aiokproto.protocol.messages.<api>``) costs a few milliseconds to
 import, most of it building its dataclasses, and the Admin client refers to two dozen

@@ -1,4 +1,4 @@
-"""Variable-length integers of the Kafka protocol.
+"""Variable-length integers of the Kafka protocol: unsigned and zig-zag, bounds-checked.
 
 Unsigned varints (compact lengths, tagged-field headers) are LEB128; signed varints
 and varlongs (record fields) are zig-zag encoded first. Decoders take a buffer and a

@@ -1,4 +1,5 @@
-"""RecordBatch v2 (magic 2): the producer's builder and the consumer's parsed batch.
+"""RecordBatch v2 (magic 2): the producer's builder (``RecordBatchBuilder``) and the
+consumer's lazily parsed batch (``RecordBatch``).
 
 Layout (big-endian; the CRC-32C covers attributes..end)::
 

@@ -1,4 +1,5 @@
-"""Compression codecs of Kafka record batches and legacy message sets.
+"""Compression codecs of Kafka record batches and legacy message sets: gzip, snappy (raw
+and xerial), lz4 (frame, and the old broken checksum), zstd; output bounded.
 
 Codec ids are the low three attribute bits: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
 Every decompressor is bounded by ``max_size`` so a decompression bomb raises

@@ -1,4 +1,5 @@
-"""Control records: the commit/abort markers brokers write into transactional logs.
+"""Control records: the commit/abort markers (transaction markers) brokers write into
+transactional logs.
 
 A control record's key is ``version int16, type int16`` (0 abort, 1 commit); an end-txn
 marker's value is ``version int16, coordinator_epoch int32``. Consumers never hand

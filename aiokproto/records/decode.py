@@ -1,9 +1,10 @@
-"""The v2 records section decoder: one Python reference, used by ``RecordBatch``, the
-consumer and the share consumer.
+"""The v2 records section decoder: one Python reference (for ``_accel.decode_records``,
+same signature), used by ``RecordBatch``, the consumer and the share consumer;
+decompression with typed errors, LogAppendTime.
 
 ``decode_records`` has the signature of ``aiokproto._accel.decode_records`` and returns
-what it returns (tests/records/test_decode.py and test_accel.py compare the two): each
-record becomes ``cls(*prefix, offset, timestamp, CREATE_TIME, key, value, headers,
+what it returns (tests/unit/records/test_decode.py and tests/unit/test_accel.py compare
+the two): each record becomes ``cls(*prefix, offset, timestamp, CREATE_TIME, key, value, headers,
 *suffix)``, so ``RecordBatch`` gets ``Record`` tuples and the consumer gets
 ``ConsumerRecord`` tuples with topic, partition and leader epoch in one allocation.
 ``decode_batch`` runs the whole step for one batch: decompress, the compiled decoder

@@ -1,4 +1,5 @@
-"""Legacy message sets: message format v0 (magic 0) and v1 (magic 1).
+"""Legacy message sets: message format v0 (magic 0) and v1 (magic 1), built and parsed,
+compressed wrappers included.
 
 Message layout (big-endian; CRC-32 (zlib, not C) covers magic..end)::
 

@@ -1,4 +1,5 @@
-"""Split a fetched partition's ``records`` bytes into batches.
+"""Split a fetched partition's ``records`` bytes into batches (``read_batches``): whole
+batches only, stopping at a last batch the broker cut off.
 
 A fetch response may hold many batches of any magic, and the broker may cut the last
 one at the fetch size limit. ``BatchReader`` yields each whole batch (header parsed,

@@ -1,4 +1,7 @@
-"""``ShareConsumer``: a member of a share group (KIP-932, queues for Kafka).
+"""``ShareConsumer``: a member of a share group (KIP-932, queues for Kafka). A heartbeat
+task (``ShareMember``, ShareGroupHeartbeat), a supervisor task (one fetch task per
+leader broker), the buffer of acquired records, implicit/explicit acknowledgement,
+``commit()``, ``stop()``.
 
 Shaped like ``Consumer``: this module is the application's API and the records it
 hands out; the membership is ``share/driver.py`` (``ShareGroupDriver``: the heartbeat

@@ -1,4 +1,6 @@
 """PySpark data source ``aiokproto`` (Spark 4.0+): Kafka topics as DataFrames.
+``register(spark)``; ``KafkaDataSource`` and ``FORMAT`` (defined in ``options.py``,
+where ``datasource.py`` takes it) load lazily, so this imports without pyspark.
 
     from aiokproto.spark import register
     register(spark)                      # or spark.dataSource.register(KafkaDataSource)

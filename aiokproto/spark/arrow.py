@@ -1,4 +1,5 @@
-"""Rows of the source as Arrow record batches, typed exactly as Spark expects.
+"""Rows of the source as Arrow record batches, typed exactly as Spark expects (and the
+tuple form).
 
 Spark checks a yielded batch's schema against the DataFrame schema converted to
 Arrow (timestamps in microseconds, UTC; list items named "element"), so the schema

@@ -1,4 +1,5 @@
-"""The PySpark Python Data Source ``aiokproto``: batch and streaming, read and write.
+"""The PySpark Python Data Source ``aiokproto``: batch and streaming, read and write
+(the pyspark reader and writer classes, column checks).
 
 Driver side: options are parsed when a reader or writer is made (bad options fail the
 query before any task starts); partitions are planned from list-offsets answers.

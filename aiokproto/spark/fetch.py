@@ -1,4 +1,5 @@
-"""Executor side of the source: read one offset range with the aiokproto Consumer.
+"""Executor side of the source: read one offset range with the aiokproto Consumer on a
+private event loop.
 
 Spark calls ``read()`` synchronously in a Python worker; ``read_range`` runs the async
 reader on an event loop of its own, stepping it once per yielded batch, and closes

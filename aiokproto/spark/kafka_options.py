@@ -1,4 +1,5 @@
-"""``kafka.*`` Spark options -> aiokproto client keyword options.
+"""``kafka.*`` Spark options -> aiokproto client keyword options: ``kafka.<java.name>``
+to snake_case, typed, Java-only forms translated, unknown or refused options rejected.
 
 Spark's Kafka connector passes ``kafka.<java.config.name>`` to the Java client. We map
 the dotted Java names to aiokproto's snake_case options, convert the string values

@@ -1,4 +1,5 @@
-"""Driver-side I/O: which partitions a query covers and where their logs begin and end.
+"""Driver-side I/O: which partitions a query covers (its subscription) and where their
+logs begin and end (earliest/latest/timestamp offsets, via ``Admin``).
 
 One short-lived ``Admin`` per call, on its own event loop (Spark calls the planner
 synchronously, from processes that come and go).

@@ -1,4 +1,5 @@
-"""Offsets in Spark's Kafka JSON form and the starting/ending bounds of a query.
+"""Offsets in Spark's Kafka JSON form (``{"t": {"0": 42}}``, -2/-1), the ``assign``
+JSON, and the starting/ending bounds of a query.
 
 Spark writes per-partition positions as ``{"topic": {"0": 42, "1": -2}}`` (partition
 numbers are strings because JSON keys are); -2 means earliest and -1 latest. The same

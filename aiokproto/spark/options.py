@@ -1,4 +1,5 @@
-"""The data source's options, parsed and checked on the driver before any task runs.
+"""The data source's options (Spark's Kafka names), parsed and checked on the driver
+before any task runs: subscribe/pattern/assign, batch vs streaming rules.
 
 Names and meanings follow Spark's built-in Kafka source so a job switches by changing
 the format name. Spark hands options over with lower-cased keys; messages use the

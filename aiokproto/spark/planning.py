@@ -1,4 +1,6 @@
-"""Offset-range planning: pure functions from list-offsets answers to Spark partitions.
+"""Offset-range planning: pure functions from list-offsets answers to Spark partitions
+(resolve bounds, data-loss rules, ``maxOffsetsPerTrigger`` shares, ``minPartitions``
+splits).
 
 The driver asks the brokers for each partition's earliest and latest offsets (and
 timestamp lookups when a bound is a timestamp), then everything here decides, without

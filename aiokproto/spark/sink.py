@@ -1,4 +1,6 @@
-"""Executor side of the sink: write DataFrame rows with the aiokproto Producer.
+"""Executor side of the sink: write DataFrame rows with the aiokproto Producer. Arrow or
+Row input grouped into ``send_batch`` calls per run of (topic, partition, headers), a
+bounded window of pending deliveries.
 
 Delivery is at least once: a Spark task succeeds only after every record it sent was
 acknowledged; the first delivery error fails the task (Spark retries it, which may

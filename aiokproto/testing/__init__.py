@@ -1,4 +1,8 @@
-"""A real local Apache Kafka (KRaft) for aiokproto's tests, examples and benchmarks.
+"""A real local Apache Kafka (KRaft) for aiokproto's tests, examples and benchmarks:
+jars from Maven Central (``jars.py``, POMs in ``poms/``, cached in the user cache
+directory, ``default_cache_dir()``), nodes and clusters (``node.py``, ``cluster.py``),
+listeners and certificates (``broker_config.py``, ``certs.py``), a wire probe
+(``probe.py``), discovery order (``discovery.py``), a CLI and a pytest plugin.
 
 ``LocalKafka`` runs brokers from jars resolved from Maven Central into the user cache
 directory (``default_cache_dir()``: ``$AIOKPROTO_CACHE_DIR``, else

@@ -1,3 +1,5 @@
+"""``python -m aiokproto.testing``: the harness CLI (``cli.py``)."""
+
 import sys
 
 from aiokproto.testing.cli import main

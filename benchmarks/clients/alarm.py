@@ -1,4 +1,7 @@
-"""An event-loop alarm with microsecond resolution: a Linux timerfd that the loop watches.
+"""An event-loop alarm with microsecond resolution: a Linux timerfd that the loop
+watches, so an asyncio latency run wakes at each send time with the loop asleep (a busy
+wait took a CPU from the broker:
+``test_async_pacing_sleeps_in_the_loop_instead_of_spinning``).
 
 asyncio's timers wake through the selector's timeout, which epoll takes in whole
 milliseconds, rounded up. At 1,000 records/s that rounding is the whole interval. So the

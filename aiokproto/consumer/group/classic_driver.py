@@ -1,4 +1,6 @@
-"""The group coordinator task: membership of one consumer in one classic group.
+"""The classic group member driver (``ClassicGroupDriver``): membership of one consumer
+in one classic group. A group task feeds the machine and performs its effects, beside a
+heartbeat loop and a watch loop (poll timeout, pattern, partition counts, auto-commit).
 
 Three tasks, all owned here and stopped by ``close()``:
 

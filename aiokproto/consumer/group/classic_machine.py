@@ -1,4 +1,5 @@
-"""The group membership state machine (classic protocol), sans-I/O.
+"""The group membership state machine (classic protocol), sans-I/O: one ``TABLE`` of
+(state, input) to (next state, actions); ``GroupMachine`` turns actions into effects.
 
 ``TABLE`` maps every (state, input) pair to (next state, actions); that one table is
 the whole behaviour. ``GroupMachine`` keeps the member's data (member id, generation,

@@ -1,4 +1,4 @@
-"""OffsetCommit and OffsetFetch for one group, sent to its coordinator.
+"""OffsetCommit and OffsetFetch for one group, sent to its coordinator with retries.
 
 Commits and offset fetches use the coordinator's "default" connection, not the
 "group" one, because a JoinGroup can be held on the latter for a whole rebalance and

@@ -1,4 +1,9 @@
-"""The consumer group protocol (KIP-848) driver: one member in one group.
+"""The consumer group protocol (KIP-848) driver (``ConsumerGroupDriver``,
+``group_protocol="consumer"``): one member in one group. A heartbeat task feeds
+``MemberMachine`` and sends ConsumerGroupHeartbeat on the broker's interval, a worker
+task runs the revoke/assign/lose steps and the listeners, a watch task the poll timeout,
+metadata and auto-commit; it offers the ``Consumer`` the interface of
+``ClassicGroupDriver``.
 
 The pure parts decide; this module performs. Three tasks, all owned here and stopped
 by ``close()``:

@@ -1,4 +1,6 @@
-"""Group membership under the consumer group protocol (KIP-848), sans-I/O.
+"""Group membership under the consumer group protocol (KIP-848), sans-I/O: one ``TABLE``
+of (state, input) to (next state, actions); ``MemberMachine.classify`` turns the
+driver's ``Event`` values into inputs; ``heartbeat_event(code)``.
 
 The broker computes assignments; the member heartbeats with ConsumerGroupHeartbeat,
 reconciles each target assignment it gets (revoke first, then assign) and acknowledges

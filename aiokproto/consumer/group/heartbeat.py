@@ -1,4 +1,6 @@
-"""ConsumerGroupHeartbeat requests and their timing (KIP-848), sans-I/O.
+"""ConsumerGroupHeartbeat requests and their timing (KIP-848), sans-I/O:
+``HeartbeatBuilder`` (full vs minimal requests) and ``HeartbeatTimer`` (the broker's
+interval, at once when urgent).
 
 ``HeartbeatBuilder`` remembers what the last heartbeats told the broker and leaves out
 what has not changed, as Java's client does (the broker keeps the member's last values;

@@ -1,4 +1,5 @@
-"""What the group leader does between JoinGroup and SyncGroup (pure).
+"""What the group leader does between JoinGroup and SyncGroup (pure): decode the
+members, run the assignor, validate, hold back partitions (cooperative), encode.
 
 Decode every member's subscription, run the chosen assignor, make the result safe
 for the rebalance protocol, and encode one assignment per member.

@@ -1,5 +1,9 @@
 """What the two group drivers share: ``MemberBase``, the base of ``ClassicGroupDriver``
-(classic protocol) and ``ConsumerGroupDriver`` (KIP-848).
+(classic protocol) and ``ConsumerGroupDriver`` (KIP-848): context manager, task-owning
+start/close (tasks stopped, waiters released), ``in_group_task``,
+``_notify``/``_until``, ``raise_if_failed``, ``unsubscribe``/``leave``,
+``fetch_committed``, metadata tracking, running a rebalance listener, auto-commit
+bookkeeping.
 
 It holds the parts that are the same logic in both: the async context manager, the
 task-owning ``start()`` / ``close()`` skeleton (every owned task cancelled and

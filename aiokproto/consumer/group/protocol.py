@@ -1,4 +1,5 @@
-"""The consumer embedded protocol: subscription and assignment bytes.
+"""The consumer embedded protocol: subscription and assignment bytes (ConsumerProtocol,
+Java-compatible, v0-v3).
 
 These are the opaque ``metadata`` of JoinGroup and ``assignment`` of SyncGroup, laid
 out as Java's ConsumerProtocol does: an int16 version, then the

@@ -1,4 +1,6 @@
-"""Assignment reconciliation for the consumer group protocol (KIP-848), sans-I/O.
+"""Assignment reconciliation for the consumer group protocol (KIP-848), sans-I/O:
+``Reconciler`` keeps the target and current assignments (``LocalAssignment``, by topic
+id, with a local epoch) and the owned one (by name); a ``Plan`` is revoke, then assign.
 
 The broker hands a member its *target* assignment as topic ids and partition numbers;
 the consumer owns partitions by topic *name*. ``Reconciler`` keeps both sides:

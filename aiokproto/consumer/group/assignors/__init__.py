@@ -1,5 +1,7 @@
 """Partition assignors, chosen by ``partition_assignment_strategy``: names, ``Assignor``
-objects or classes, or aiokafka's built-in assignor classes."""
+objects or classes, or aiokafka's built-in assignor classes. ``base.py`` has the
+``Assignor`` ABC; range, roundrobin, sticky / cooperative-sticky (``balance.py`` is the
+pure algorithm)."""
 
 from __future__ import annotations
 

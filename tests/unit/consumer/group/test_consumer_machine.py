@@ -47,7 +47,7 @@ from aiokproto.errors import (
 )
 from aiokproto.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from aiokproto.structs import TopicPartition as TP
-from tests.consumer.group.test_heartbeat_builder import broker_accepts
+from tests.unit.consumer.group.test_heartbeat import broker_accepts
 
 A, B, C = (UUID(int=i + 1) for i in range(3))
 NAMES = {A: "a", B: "b", C: "c"}

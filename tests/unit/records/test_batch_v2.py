@@ -18,8 +18,7 @@ from aiokproto.records import (
     encode_end_txn_marker,
     read_batches,
 )
-
-from .strategies import RECORDS, codecs, record, timestamps
+from tests.records.strategies import RECORDS, codecs, record, timestamps
 
 # One record, key b"k", value b"v", header ("h", b"x"), timestamp 1000, written by hand
 # from the RecordBatch v2 layout.

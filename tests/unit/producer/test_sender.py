@@ -1,4 +1,5 @@
-"""The sender's one delivery-timeout timer for every request in flight (no sockets)."""
+"""The sender without sockets: its one delivery-timeout timer for every request in
+flight, and ``decide()``, the rule for each partition's answer."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from aiokproto.errors import KafkaTimeoutError
-from aiokproto.producer.sender import _InFlightExpiry
+from aiokproto.producer.sender import Action, _InFlightExpiry, decide
 from tests.timers import timers_armed_by
 
 
@@ -62,3 +63,29 @@ async def test_an_earlier_deadline_rearms_and_close_disarms() -> None:
     expiry.close()
     await asyncio.sleep(0.05)
     assert not gone.future.done()
+
+
+@pytest.mark.parametrize(
+    ("code", "idempotent", "first", "hint", "action"),
+    [
+        (0, True, True, False, Action.DONE),
+        (46, True, True, False, Action.DONE),  # DUPLICATE_SEQUENCE_NUMBER
+        (45, True, False, False, Action.RETRY),  # OUT_OF_ORDER behind an unresolved batch
+        (45, True, True, False, Action.RESET),  # OUT_OF_ORDER at the head: a real gap
+        (59, True, True, False, Action.RESET),  # UNKNOWN_PRODUCER_ID
+        (59, True, False, False, Action.RETRY),
+        (6, True, True, False, Action.RETRY),  # NOT_LEADER_OR_FOLLOWER
+        (6, True, True, True, Action.RETRY_NOW),  # ... with a KIP-951 leader hint
+        (19, False, True, False, Action.RETRY),  # NOT_ENOUGH_REPLICAS
+        (7, False, True, False, Action.RETRY),  # REQUEST_TIMED_OUT
+        (10, False, True, False, Action.FAIL),  # MESSAGE_TOO_LARGE
+        (29, False, True, False, Action.FAIL),  # TOPIC_AUTHORIZATION_FAILED
+        (45, False, True, False, Action.FAIL),  # not idempotent: nothing to reset
+        (87, True, True, False, Action.FAIL),  # INVALID_RECORD
+    ],
+)
+def test_decide(code: int, idempotent: bool, first: bool, hint: bool, action: Action) -> None:
+    assert (
+        decide(code, idempotent=idempotent, first_unresolved=first, leader_hint_applied=hint)
+        is action
+    )

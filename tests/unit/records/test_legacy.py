@@ -17,8 +17,7 @@ from aiokproto.records import (
     compression,
     read_batches,
 )
-
-from .strategies import RECORDS, legacy_codecs, maybe_bytes
+from tests.records.strategies import RECORDS, legacy_codecs, maybe_bytes
 
 # v0: offset 0, null key, value "abc" -- by hand from the MessageSet layout
 GOLDEN_V0 = bytes.fromhex(

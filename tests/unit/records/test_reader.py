@@ -14,8 +14,7 @@ from aiokproto.records import (
     compression,
     read_batches,
 )
-
-from .strategies import RECORDS
+from tests.records.strategies import RECORDS
 
 
 def _v2(base: int, n: int, codec: int = 0) -> bytes:

@@ -25,8 +25,7 @@ from aiokproto.producer.partitioner import murmur2_python
 from aiokproto.records import batch_v2, decode
 from aiokproto.records.batch_v2 import HEADER_SIZE, RecordBatch, RecordBatchBuilder
 from aiokproto.records.record import Record
-
-from .strategies import RECORDS, headers, maybe_bytes, record
+from tests.records.strategies import RECORDS, headers, maybe_bytes, record
 
 native: Any = accel.native
 pytestmark = pytest.mark.skipif(native is None, reason="aiokproto._accel is not built")

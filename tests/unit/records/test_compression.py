@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from aiokproto.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from aiokproto.records import compression as c
-
-from .strategies import RECORDS
+from tests.records.strategies import RECORDS
 
 CODECS = [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD]
 DATA = [b"", b"a", os.urandom(5000), b"kafka " * 50_000]

@@ -20,8 +20,7 @@ from aiokproto.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from aiokproto.records import decode
 from aiokproto.records.batch_v2 import HEADER_SIZE, RecordBatch, RecordBatchBuilder
 from aiokproto.records.record import LOG_APPEND_TIME, Record
-
-from .strategies import RECORDS, record
+from tests.records.strategies import RECORDS, record
 
 
 def _compiled() -> ModuleType | None:

@@ -1,0 +1,79 @@
+"""Java ``client.properties`` files: syntax, Java names mapped to ours, errors naming
+the file and the line."""
+
+from __future__ import annotations
+
+import pytest
+
+from aiokproto.cli.config_file import (
+    PropertiesError,
+    known_java_names,
+    load_properties,
+    map_java,
+    parse_properties,
+)
+
+
+def test_properties_syntax() -> None:
+    text = (
+        "# comment\n! also a comment\n\n"
+        "a=1\n  b : two words \nc value\nd=x\\\n   y\ne=tab\\there\nf=\\u0041\ng\n"
+    )
+    assert parse_properties(text) == {
+        "a": "1", "b": "two words ", "c": "value", "d": "xy", "e": "tab\there", "f": "A", "g": "",
+    }
+
+
+def test_java_names_map_to_ours() -> None:
+    opts = map_java({
+        "bootstrap.servers": "h1:9092,h2:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule '
+        'required username="alice" password="s\\"cret";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/ca.pem",
+        "ssl.endpoint.identification.algorithm": "",
+        "request.timeout.ms": "5000",
+        "acks": "all",
+        "linger.ms": "10",
+        "enable.idempotence": "false",
+        "group.id": "g",
+        "isolation.level": "read_committed",
+        "key.serializer": "org.apache.kafka.common.serialization.StringSerializer",
+    })
+    assert opts.client == {
+        "bootstrap_servers": "h1:9092,h2:9092",
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": 's"cret',
+        "ssl_cafile": "/ca.pem",
+        "ssl_check_hostname": False,
+        "request_timeout_ms": 5000,
+    }
+    assert opts.producer == {"acks": "all", "linger_ms": 10, "enable_idempotence": False}
+    assert opts.consumer == {"group_id": "g", "isolation_level": "read_committed"}
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"foo.bar": "1", "bootstrap.servers": "h:1"}, "unknown property: foo.bar"),
+        ({"ssl.truststore.location": "/ts.jks"}, "only PEM files"),
+        ({"request.timeout.ms": "soon"}, "request.timeout.ms: expected a whole number"),
+        ({"enable.idempotence": "yes"}, "expected true or false"),
+        ({"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"},
+         "only PlainLoginModule"),
+        ({"partitioner.class": "x"}, "unknown property: partitioner.class"),
+    ],
+)
+def test_bad_properties_are_named(props: dict[str, str], message: str) -> None:
+    with pytest.raises(PropertiesError, match=message):
+        map_java(props)
+
+
+def test_load_properties_names_the_file(tmp_path: object) -> None:
+    with pytest.raises(PropertiesError, match="cannot read config file"):
+        load_properties("/nonexistent/client.properties")
+    assert "bootstrap.servers" in known_java_names()
