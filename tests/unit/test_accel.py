@@ -548,3 +548,40 @@ def test_a_builder_copies_and_pickles_with_its_records() -> None:
         assert twin.append(1_010, None, b"x") == 2 and b.record_count == 2
     shallow = copy.copy(b)
     assert shallow._buf is b._buf and shallow.max_timestamp == 1_005
+
+
+def test_now_ms_is_the_python_clock() -> None:
+    """The compiled clock and its Python reference read the same wall clock, in ms."""
+    for _ in range(5):
+        before = accel._now_ms()
+        compiled = native.now_ms()
+        after = accel._now_ms()
+        assert type(compiled) is int
+        assert before - 1 <= compiled <= after + 1  # both truncate; a float may round
+
+
+#: every public name of the compiled module, and the test that compares it with its
+#: Python reference: a new native entry point fails the test below until it has one
+NATIVE_TESTED = {
+    "RecordsBuilder": "test_append_writes_the_bytes_python_writes",
+    "append_records": "test_append_many_equals_appending_one_by_one",
+    "decode_records": "test_decode_gives_the_records_python_gives",
+    "murmur2": "test_murmur2_is_the_python_hash",
+    "now_ms": "test_now_ms_is_the_python_clock",
+    "DeliveryHandle": "tests/unit/producer/test_delivery.py",
+    "append_to": "tests/producer/test_send_fast.py",
+    "run_record_callbacks": "tests/unit/producer/test_delivery.py",
+    "bind_send": "tests/producer/test_send_fast.py",
+    "send_fast": "tests/producer/test_send_fast.py",
+}
+
+
+def test_every_native_entry_point_has_an_equality_test() -> None:
+    public = {name for name in dir(native) if not name.startswith("_")}
+    assert public == set(NATIVE_TESTED), public ^ set(NATIVE_TESTED)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for name, where in NATIVE_TESTED.items():
+        if where.startswith("tests/"):
+            assert os.path.exists(os.path.join(root, where)), (name, where)
+        else:
+            assert callable(globals().get(where)), (name, where)
