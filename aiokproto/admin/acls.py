@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from aiokproto.admin import codecs
 from aiokproto.admin.base import AdminBase, Outcome, _error
 from aiokproto.admin.types import (
     AclBinding,
@@ -16,17 +17,6 @@ from aiokproto.admin.types import (
 )
 from aiokproto.errors import KafkaConfigError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.lazy import message_module
-
-if TYPE_CHECKING:
-    from aiokproto.protocol.messages import create_acls as m_create_acls
-    from aiokproto.protocol.messages import delete_acls as m_delete_acls
-    from aiokproto.protocol.messages import describe_acls as m_describe_acls
-else:
-    m_create_acls = message_module("create_acls")
-    m_delete_acls = message_module("delete_acls")
-    m_describe_acls = message_module("describe_acls")
-
 
 _T = TypeVar("_T")
 
@@ -61,7 +51,7 @@ class AclsMixin(AdminBase):
     ) -> dict[AclBinding, None]:
         """Create ACL bindings (needs an authorizer on the brokers)."""
         keys = _distinct(acls, AclBinding, "create_acls")
-        CA = m_create_acls
+        CA = codecs.create_acls
 
         async def attempt(pending: list[AclBinding]) -> Outcome[AclBinding, None]:
             def build(version: int) -> Request:
@@ -94,7 +84,7 @@ class AclsMixin(AdminBase):
     ) -> list[AclBinding]:
         """ACL bindings matching ``acl_filter`` (all of them by default)."""
         f = acl_filter or AclBindingFilter.any()
-        DA = m_describe_acls
+        DA = codecs.describe_acls
 
         async def call() -> list[AclBinding]:
             def build(version: int) -> Request:
@@ -124,7 +114,7 @@ class AclsMixin(AdminBase):
     ) -> dict[AclBindingFilter, list[AclBinding]]:
         """Delete the ACLs matching each filter; returns what each filter deleted."""
         keys = _distinct(filters, AclBindingFilter, "delete_acls")
-        DA = m_delete_acls
+        DA = codecs.delete_acls
 
         async def attempt(pending: list[AclBindingFilter]) -> Outcome[AclBindingFilter, Any]:
             def build(version: int) -> Request:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from aiokproto.admin import codecs
 from aiokproto.admin.base import AdminBase, _error, _operations
 from aiokproto.admin.types import (
     ClusterDescription,
@@ -13,13 +12,7 @@ from aiokproto.admin.types import (
 )
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.errors import UnsupportedVersionError
-from aiokproto.protocol.lazy import message_module
 from aiokproto.protocol.messages import api_versions as m_api_versions
-
-if TYPE_CHECKING:
-    from aiokproto.protocol.messages import describe_cluster as m_describe_cluster
-else:
-    m_describe_cluster = message_module("describe_cluster")
 
 
 class ClusterMixin(AdminBase):
@@ -30,7 +23,7 @@ class ClusterMixin(AdminBase):
     ) -> ClusterDescription:
         """Cluster id, controller and brokers (DescribeCluster, or Metadata on old brokers)."""
         ops = include_authorized_operations
-        DC = m_describe_cluster
+        DC = codecs.describe_cluster
 
         async def call() -> ClusterDescription:
             node = self._any_node()

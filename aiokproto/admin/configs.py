@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from aiokproto.admin import codecs
 from aiokproto.admin.base import _TOPIC_GONE, MISSING_AFTER, AdminBase, Outcome, _error
 from aiokproto.admin.types import (
     AlterConfigOp,
@@ -17,14 +18,6 @@ from aiokproto.admin.types import (
 )
 from aiokproto.errors import KafkaConfigError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.lazy import message_module
-
-if TYPE_CHECKING:
-    from aiokproto.protocol.messages import describe_configs as m_describe_configs
-    from aiokproto.protocol.messages import incremental_alter_configs as m_alter_configs
-else:
-    m_describe_configs = message_module("describe_configs")
-    m_alter_configs = message_module("incremental_alter_configs")
 
 
 class ConfigsMixin(AdminBase):
@@ -48,7 +41,7 @@ class ConfigsMixin(AdminBase):
             if not isinstance(res, ConfigResource):
                 raise KafkaConfigError(f"describe_configs takes ConfigResource, not {res!r}")
             res.broker_id  # noqa: B018 - validates a broker resource's name
-        DC = m_describe_configs
+        DC = codecs.describe_configs
 
         async def send(node: int, pending: list[ConfigResource]) -> Outcome[ConfigResource, Any]:
             def build(version: int) -> Request:
@@ -133,7 +126,7 @@ class ConfigsMixin(AdminBase):
             for op in ops[res]:
                 if not isinstance(op, AlterConfigOp):
                     raise KafkaConfigError(f"{res!r}: {op!r} is not an AlterConfigOp")
-        IA = m_alter_configs
+        IA = codecs.incremental_alter_configs
 
         async def send(node: int, pending: list[ConfigResource]) -> Outcome[ConfigResource, None]:
             def build(version: int) -> Request:

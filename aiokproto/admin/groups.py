@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from aiokproto.admin import codecs
 from aiokproto.admin._batch import no_result
 from aiokproto.admin.base import (
     _TOPIC_GONE,
@@ -36,31 +37,12 @@ from aiokproto.errors import (
     UnsupportedVersionError,
 )
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.lazy import message_module
 
 if TYPE_CHECKING:
-    from aiokproto.protocol.messages import consumer_group_describe as m_consumer_group_describe
-    from aiokproto.protocol.messages import consumer_protocol_assignment as m_assignment
-    from aiokproto.protocol.messages import delete_groups as m_delete_groups
-    from aiokproto.protocol.messages import describe_groups as m_describe_groups
-    from aiokproto.protocol.messages import list_groups as m_list_groups
-    from aiokproto.protocol.messages import offset_commit as m_offset_commit
-    from aiokproto.protocol.messages import offset_delete as m_offset_delete
-    from aiokproto.protocol.messages import offset_fetch as m_offset_fetch
-
-    _DescribedGroup = m_consumer_group_describe.ConsumerGroupDescribeResponseDescribedGroup
-    _DescribedMember = m_consumer_group_describe.ConsumerGroupDescribeResponseMember
-    _AssignedTopic = m_consumer_group_describe.ConsumerGroupDescribeResponseTopicPartitions
-    _ListedGroup = m_list_groups.ListGroupsResponseListedGroup
-else:
-    m_consumer_group_describe = message_module("consumer_group_describe")
-    m_assignment = message_module("consumer_protocol_assignment")
-    m_delete_groups = message_module("delete_groups")
-    m_describe_groups = message_module("describe_groups")
-    m_list_groups = message_module("list_groups")
-    m_offset_commit = message_module("offset_commit")
-    m_offset_delete = message_module("offset_delete")
-    m_offset_fetch = message_module("offset_fetch")
+    _DescribedGroup = codecs.consumer_group_describe.ConsumerGroupDescribeResponseDescribedGroup
+    _DescribedMember = codecs.consumer_group_describe.ConsumerGroupDescribeResponseMember
+    _AssignedTopic = codecs.consumer_group_describe.ConsumerGroupDescribeResponseTopicPartitions
+    _ListedGroup = codecs.list_groups.ListGroupsResponseListedGroup
 
 # Consumer groups are those with the consumer protocol type, or "" (simple groups
 # that only commit offsets); share and streams groups are listed by other APIs.
@@ -126,7 +108,7 @@ class GroupsMixin(AdminBase):
         group id, sorted by id."""
         state_filter = sorted(set(states)) if states is not None else []
         type_filter = sorted(set(types)) if types is not None else []
-        LG = m_list_groups
+        LG = codecs.list_groups
 
         async def send(node: int, keys: list[int]) -> Outcome[int, list[tuple[int, _ListedGroup]]]:
             def build(version: int) -> Request:
@@ -186,7 +168,7 @@ class GroupsMixin(AdminBase):
         self, node: int, groups: list[str], ops: bool
     ) -> tuple[Outcome[str, ConsumerGroupDescription], list[str]]:
         """ConsumerGroupDescribe; also returns the groups DescribeGroups must answer."""
-        CGD = m_consumer_group_describe
+        CGD = codecs.consumer_group_describe
         conn = await self.cluster.connection(node)
         try:
             version = conn.version_for(CGD.ConsumerGroupDescribeRequest)
@@ -224,7 +206,7 @@ class GroupsMixin(AdminBase):
     async def _describe_classic(
         self, node: int, groups: list[str], ops: bool
     ) -> Outcome[str, ConsumerGroupDescription]:
-        DG = m_describe_groups
+        DG = codecs.describe_groups
 
         def build(version: int) -> Request:
             request = DG.DescribeGroupsRequest(groups=groups)
@@ -262,7 +244,7 @@ class GroupsMixin(AdminBase):
         self, operation: str, group_ids: Iterable[str], timeout_ms: int
     ) -> dict[str, None]:
         """DeleteGroups, which deletes a group of any type (the broker does not check)."""
-        DG = m_delete_groups
+        DG = codecs.delete_groups
 
         async def send(node: int, groups: list[str]) -> Outcome[str, None]:
             _, response = await self._send(
@@ -289,7 +271,7 @@ class GroupsMixin(AdminBase):
         """
         timeout = self._timeout(timeout_ms)
         wanted = None if partitions is None else sorted(set(partitions))
-        OF = m_offset_fetch
+        OF = codecs.offset_fetch
 
         async def call(node: int) -> dict[TopicPartition, OffsetAndMetadata]:
             conn = await self.cluster.connection(node)
@@ -369,7 +351,7 @@ class GroupsMixin(AdminBase):
         for tp, o in commits.items():
             if not isinstance(tp, tuple) or o.offset < 0:
                 raise KafkaConfigError(f"alter_consumer_group_offsets: bad entry {tp!r}: {o!r}")
-        OC = m_offset_commit
+        OC = codecs.offset_commit
 
         async def send(node: int, pending: list[TopicPartition]) -> Outcome[TopicPartition, None]:
             conn = await self.cluster.connection(node)
@@ -453,7 +435,7 @@ class GroupsMixin(AdminBase):
         timeout_ms: int | None = None,
     ) -> dict[TopicPartition, None]:
         """Forget a group's committed offsets for partitions it no longer consumes."""
-        OD = m_offset_delete
+        OD = codecs.offset_delete
 
         async def send(node: int, pending: list[TopicPartition]) -> Outcome[TopicPartition, None]:
             by_topic: dict[str, list[int]] = defaultdict(list)
@@ -501,7 +483,7 @@ def _assignment(data: bytes | memoryview | None) -> tuple[TopicPartition, ...]:
         return ()
     raw = bytes(data)
     version = int.from_bytes(raw[:2], "big", signed=True)
-    cls = m_assignment.ConsumerProtocolAssignment
+    cls = codecs.consumer_protocol_assignment.ConsumerProtocolAssignment
     try:
         decoded = cls.decode_from(raw, 2, min(version, cls.MAX_VERSION))[0]
     except KafkaError:
@@ -512,7 +494,9 @@ def _assignment(data: bytes | memoryview | None) -> tuple[TopicPartition, ...]:
 
 
 def _classic_group(
-    g: m_describe_groups.DescribeGroupsResponseDescribedGroup, coordinator: BrokerInfo, ops: bool
+    g: codecs.describe_groups.DescribeGroupsResponseDescribedGroup,
+    coordinator: BrokerInfo,
+    ops: bool,
 ) -> ConsumerGroupDescription:
     """A DescribeGroups answer: a classic group (or a simple one, protocol type "")."""
     consumer = g.protocol_type == "consumer"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from aiokproto.admin import codecs
 from aiokproto.admin.base import _TOPIC_GONE, AdminBase, Outcome, _error, _leader_epoch
 from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.admin.types import (
@@ -25,18 +26,6 @@ from aiokproto.errors import (
     UnsupportedVersionError,
 )
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.lazy import message_module
-
-if TYPE_CHECKING:
-    from aiokproto.protocol.messages import delete_records as m_delete_records
-    from aiokproto.protocol.messages import describe_log_dirs as m_describe_log_dirs
-    from aiokproto.protocol.messages import elect_leaders as m_elect_leaders
-    from aiokproto.protocol.messages import list_offsets as m_list_offsets
-else:
-    m_delete_records = message_module("delete_records")
-    m_describe_log_dirs = message_module("describe_log_dirs")
-    m_elect_leaders = message_module("elect_leaders")
-    m_list_offsets = message_module("list_offsets")
 
 
 class PartitionsMixin(AdminBase):
@@ -55,7 +44,7 @@ class PartitionsMixin(AdminBase):
             if not isinstance(spec, OffsetSpec):
                 raise KafkaConfigError(f"list_offsets: {tp!r} maps to {spec!r}, not an OffsetSpec")
         needs_max = any(s.timestamp == OffsetSpec.MAX_TIMESTAMP for s in specs.values())
-        LO = m_list_offsets
+        LO = codecs.list_offsets
 
         async def send(node: int, pending: list[TopicPartition]) -> Outcome[TopicPartition, Any]:
             by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
@@ -113,7 +102,7 @@ class PartitionsMixin(AdminBase):
         for tp, offset in before_offsets.items():
             if not isinstance(offset, int) or offset < -1:
                 raise KafkaConfigError(f"delete_records: offset for {tp!r} must be >= -1")
-        DR = m_delete_records
+        DR = codecs.delete_records
 
         async def send(node: int, pending: list[TopicPartition]) -> Outcome[TopicPartition, Any]:
             by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
@@ -165,7 +154,7 @@ class PartitionsMixin(AdminBase):
         timeout = self._timeout(timeout_ms)
         election = ElectionType(election_type)
         wanted = None if partitions is None else list(dict.fromkeys(partitions))
-        EL = m_elect_leaders
+        EL = codecs.elect_leaders
 
         def build_for(pending: list[TopicPartition] | None) -> Callable[[int], Request]:
             def build(version: int) -> Request:
@@ -227,7 +216,7 @@ class PartitionsMixin(AdminBase):
         timeout = self._timeout(timeout_ms)
         nodes = sorted(set(brokers)) if brokers is not None else await self._brokers()
         wanted = None if partitions is None else sorted(set(partitions))
-        DL = m_describe_log_dirs
+        DL = codecs.describe_log_dirs
 
         async def send(node: int, _: list[int]) -> Outcome[int, dict[str, LogDirDescription]]:
             def build(version: int) -> Request:

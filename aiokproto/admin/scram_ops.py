@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from aiokproto.admin import codecs
 from aiokproto.admin.base import AdminBase, Outcome, _error
 from aiokproto.admin.batch_error import AdminBatchError
 from aiokproto.admin.scram import new_salt, salted_password
@@ -19,14 +20,14 @@ from aiokproto.admin.types import (
 )
 from aiokproto.errors import KafkaConfigError, KafkaError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.lazy import message_module
 
 if TYPE_CHECKING:
-    from aiokproto.protocol.messages import alter_user_scram_credentials as m_alter_scram
-    from aiokproto.protocol.messages import describe_user_scram_credentials as m_describe_scram
-else:
-    m_alter_scram = message_module("alter_user_scram_credentials")
-    m_describe_scram = message_module("describe_user_scram_credentials")
+    from aiokproto.protocol.messages.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequestScramCredentialDeletion as _Deletion,
+    )
+    from aiokproto.protocol.messages.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequestScramCredentialUpsertion as _Upsertion,
+    )
 
 
 class ScramMixin(AdminBase):
@@ -38,7 +39,7 @@ class ScramMixin(AdminBase):
         """SCRAM mechanisms and iteration counts per user (all users by default)."""
         timeout = self._timeout(timeout_ms)
         names = None if users is None else list(dict.fromkeys(users))
-        DS = m_describe_scram
+        DS = codecs.describe_user_scram_credentials
 
         async def send(pending: list[str] | None) -> Outcome[str, Any]:
             def build(version: int) -> Request:
@@ -84,14 +85,14 @@ class ScramMixin(AdminBase):
         The password never leaves this process: only the salted password is sent.
         """
         timeout = self._timeout(timeout_ms)
-        upserts: list[m_alter_scram.AlterUserScramCredentialsRequestScramCredentialUpsertion] = []
-        deletes: list[m_alter_scram.AlterUserScramCredentialsRequestScramCredentialDeletion] = []
+        upserts: list[_Upsertion] = []
+        deletes: list[_Deletion] = []
         for alt in alterations:
             if isinstance(alt, UserScramCredentialUpsertion):
                 info = alt.credential_info
                 salt = alt.salt or new_salt()
                 upserts.append(
-                    m_alter_scram.AlterUserScramCredentialsRequestScramCredentialUpsertion(
+                    codecs.alter_user_scram_credentials.AlterUserScramCredentialsRequestScramCredentialUpsertion(
                         name=alt.user,
                         mechanism=info.mechanism.value,
                         iterations=info.iterations,
@@ -103,7 +104,7 @@ class ScramMixin(AdminBase):
                 )
             elif isinstance(alt, UserScramCredentialDeletion):
                 deletes.append(
-                    m_alter_scram.AlterUserScramCredentialsRequestScramCredentialDeletion(
+                    codecs.alter_user_scram_credentials.AlterUserScramCredentialsRequestScramCredentialDeletion(
                         name=alt.user, mechanism=alt.mechanism.value
                     )
                 )
@@ -141,17 +142,19 @@ class ScramMixin(AdminBase):
         return results
 
     async def _scram_round(self, batch: dict[str, Any], timeout_ms: int) -> dict[str, None]:
-        Upsertion = m_alter_scram.AlterUserScramCredentialsRequestScramCredentialUpsertion
+        Upsertion = (
+            codecs.alter_user_scram_credentials.AlterUserScramCredentialsRequestScramCredentialUpsertion
+        )
 
         async def attempt(pending: list[str]) -> Outcome[str, None]:
             wires = [batch[user] for user in pending]
-            request = m_alter_scram.AlterUserScramCredentialsRequest(
+            request = codecs.alter_user_scram_credentials.AlterUserScramCredentialsRequest(
                 upsertions=[w for w in wires if isinstance(w, Upsertion)],
                 deletions=[w for w in wires if not isinstance(w, Upsertion)],
             )
             _, response = await self._send(
                 self._controller(),
-                m_alter_scram.AlterUserScramCredentialsRequest,
+                codecs.alter_user_scram_credentials.AlterUserScramCredentialsRequest,
                 lambda v: request,
             )
             return {

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from aiokproto.admin import codecs
 from aiokproto.admin.base import Outcome, _error, _leader_epoch, _operations
 from aiokproto.admin.groups import GroupsMixin, _partitions
 from aiokproto.admin.types import (
@@ -23,20 +24,9 @@ from aiokproto.admin.types import (
 )
 from aiokproto.errors import KafkaConfigError, KafkaError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.lazy import message_module
 
 if TYPE_CHECKING:
-    from aiokproto.protocol.messages import alter_share_group_offsets as m_alter_offsets
-    from aiokproto.protocol.messages import delete_share_group_offsets as m_delete_offsets
-    from aiokproto.protocol.messages import describe_share_group_offsets as m_describe_offsets
-    from aiokproto.protocol.messages import share_group_describe as m_describe
-
-    _OffsetsGroup = m_describe_offsets.DescribeShareGroupOffsetsResponseGroup
-else:
-    m_alter_offsets = message_module("alter_share_group_offsets")
-    m_delete_offsets = message_module("delete_share_group_offsets")
-    m_describe_offsets = message_module("describe_share_group_offsets")
-    m_describe = message_module("share_group_describe")
+    _OffsetsGroup = codecs.describe_share_group_offsets.DescribeShareGroupOffsetsResponseGroup
 
 _SHARE = "share"  # ListGroups' group type and protocol type of share groups
 
@@ -70,7 +60,7 @@ class ShareGroupsMixin(GroupsMixin):
         ``GroupIdNotFoundError``.
         """
         ops = include_authorized_operations
-        SGD = m_describe
+        SGD = codecs.share_group_describe
 
         async def send(node: int, groups: list[str]) -> Outcome[str, ShareGroupDescription]:
             _, response = await self._send(
@@ -121,7 +111,7 @@ class ShareGroupsMixin(GroupsMixin):
         30 s later, and the connection waits with it: name existing partitions.
         """
         wanted = {g: None if tps is None else sorted(set(tps)) for g, tps in groups.items()}
-        DSGO = m_describe_offsets
+        DSGO = codecs.describe_share_group_offsets
 
         def topics_of(group: str) -> list[DSGO.DescribeShareGroupOffsetsRequestTopic] | None:
             tps = wanted[group]
@@ -194,7 +184,7 @@ class ShareGroupsMixin(GroupsMixin):
         for tp, o in starts.items():
             if not isinstance(tp, tuple) or isinstance(o, bool) or not isinstance(o, int) or o < 0:
                 raise KafkaConfigError(f"alter_share_group_offsets: bad entry {tp!r}: {o!r}")
-        ASGO = m_alter_offsets
+        ASGO = codecs.alter_share_group_offsets
 
         async def send(node: int, pending: list[TopicPartition]) -> Outcome[TopicPartition, None]:
             by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
@@ -254,7 +244,7 @@ class ShareGroupsMixin(GroupsMixin):
         for name in names:
             if not isinstance(name, str) or not name:
                 raise KafkaConfigError(f"delete_share_group_offsets: bad topic {name!r}")
-        DSGO = m_delete_offsets
+        DSGO = codecs.delete_share_group_offsets
 
         async def send(node: int, pending: list[str]) -> Outcome[str, None]:
             def build(version: int) -> Request:
@@ -297,7 +287,7 @@ class ShareGroupsMixin(GroupsMixin):
 
 
 def _member(
-    m: m_describe.ShareGroupDescribeResponseMember, names: Mapping[uuid.UUID, str]
+    m: codecs.share_group_describe.ShareGroupDescribeResponseMember, names: Mapping[uuid.UUID, str]
 ) -> ShareMemberDescription:
     return ShareMemberDescription(
         member_id=m.member_id,

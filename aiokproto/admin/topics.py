@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from aiokproto.admin import codecs
 from aiokproto.admin._batch import no_result
 from aiokproto.admin.base import _TOPIC_GONE, MISSING_AFTER, AdminBase, Outcome, _error, _operations
 from aiokproto.admin.types import (
@@ -19,19 +20,7 @@ from aiokproto.admin.types import (
 from aiokproto.cluster.snapshot import ZERO_UUID
 from aiokproto.errors import KafkaConfigError, UnknownTopicIdError, UnsupportedVersionError
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.lazy import message_module
 from aiokproto.protocol.messages import metadata as m_metadata
-
-if TYPE_CHECKING:
-    from aiokproto.protocol.messages import create_partitions as m_create_partitions
-    from aiokproto.protocol.messages import create_topics as m_create_topics
-    from aiokproto.protocol.messages import delete_topics as m_delete_topics
-    from aiokproto.protocol.messages import describe_topic_partitions as m_dtp
-else:
-    m_create_partitions = message_module("create_partitions")
-    m_create_topics = message_module("create_topics")
-    m_delete_topics = message_module("delete_topics")
-    m_dtp = message_module("describe_topic_partitions")
 
 
 class TopicsMixin(AdminBase):
@@ -53,7 +42,7 @@ class TopicsMixin(AdminBase):
             if topic.name in topics:
                 raise KafkaConfigError(f"create_topics: topic {topic.name!r} is given twice")
             topics[topic.name] = topic
-        CT = m_create_topics
+        CT = codecs.create_topics
 
         def build(names: list[str]) -> Callable[[int], Request]:
             def at(version: int) -> Request:
@@ -117,7 +106,7 @@ class TopicsMixin(AdminBase):
         for key in keys:
             if not isinstance(key, str | uuid.UUID) or not key:
                 raise KafkaConfigError(f"delete_topics takes topic names or ids, not {key!r}")
-        DT = m_delete_topics
+        DT = codecs.delete_topics
 
         async def attempt(pending: list[str | uuid.UUID]) -> Outcome[str | uuid.UUID, None]:
             node = self._controller()
@@ -208,7 +197,8 @@ class TopicsMixin(AdminBase):
                 return out
             node = self.cluster.least_loaded_node()
             conn = await self.cluster.connection(node)
-            if m_dtp.DescribeTopicPartitionsRequest.API_KEY in conn.api_versions:
+            dtp_key = codecs.describe_topic_partitions.DescribeTopicPartitionsRequest.API_KEY
+            if dtp_key in conn.api_versions:
                 found = await self._describe_topic_partitions(node, list(names), ops)
             else:
                 found = await self._describe_by_metadata(node, list(names), ops)
@@ -223,7 +213,7 @@ class TopicsMixin(AdminBase):
     async def _describe_topic_partitions(
         self, node: int, names: list[str], ops: bool
     ) -> Outcome[str, TopicDescription]:
-        D = m_dtp
+        D = codecs.describe_topic_partitions
         out: Outcome[str, TopicDescription] = {}
         heads: dict[str, Any] = {}
         parts: dict[str, list[PartitionDescription]] = defaultdict(list)
@@ -335,7 +325,7 @@ class TopicsMixin(AdminBase):
                 raise KafkaConfigError(
                     f"create_partitions takes {{topic: NewPartitions}}, got {name!r}: {spec!r}"
                 )
-        CP = m_create_partitions
+        CP = codecs.create_partitions
 
         async def attempt(names: list[str]) -> Outcome[str, None]:
             def build(version: int) -> Request:

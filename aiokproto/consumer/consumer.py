@@ -40,6 +40,7 @@ from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from aiokproto.lifecycle import StartStop
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
@@ -121,7 +122,7 @@ def _commit_offset(tp: TopicPartition, value: object) -> OffsetAndMetadata:
     return OffsetAndMetadata(offset, metadata, epoch)
 
 
-class Consumer(Generic[K, V]):
+class Consumer(StartStop, Generic[K, V]):
     """An asyncio Kafka consumer; ``async with Consumer("topic", bootstrap_servers=...)``.
 
     ``Consumer(*topics, **options)`` subscribes to ``topics`` (a group member with
@@ -276,13 +277,6 @@ class Consumer(Generic[K, V]):
         return fields
 
     # -- lifecycle ---------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         """Connect, learn the cluster, start fetching (and join the group)."""

@@ -16,7 +16,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from operator import add
-from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, Self, Unpack, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, NoReturn, Unpack, overload
 
 from aiokproto._generic import SK, SV, Raw, T, U
 from aiokproto.accel import native as _native
@@ -39,6 +39,7 @@ from aiokproto.errors import (
     UnknownTopicOrPartitionError,
     for_code,
 )
+from aiokproto.lifecycle import StartStop
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.producer import ProducerMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
@@ -228,7 +229,7 @@ def _checked_offsets(
 _OPEN = frozenset({Txn.IN_TRANSACTION, Txn.ABORTABLE_ERROR, Txn.ABORTING})
 
 
-class Producer(Generic[SK, SV]):
+class Producer(StartStop, Generic[SK, SV]):
     """An asyncio Kafka producer: ``async with Producer(bootstrap_servers=...) as p``.
 
     Options are Java's producer configs in snake_case, typed and documented in
@@ -366,13 +367,6 @@ class Producer(Generic[SK, SV]):
         return fields
 
     # -- lifecycle ----------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         """Connect, learn the cluster, get a producer id (idempotence) and start sending."""

@@ -1,19 +1,15 @@
 """Generated message modules that run on first use: ``message_module(name)`` returns a
-module that runs on its first attribute read. The Admin's APIs use it, so ``from
-aiokproto import Admin`` loads only the codecs of the connection, metadata and
-coordinators (tests/unit/protocol/test_lazy.py, tests/test_import_cost.py).
+module that runs on its first attribute read. The Admin's APIs use it through
+``aiokproto.admin.codecs``, so ``from aiokproto import Admin`` loads only the codecs of
+the connection, metadata and coordinators (tests/unit/protocol/test_lazy.py,
+tests/test_import_cost.py).
 
 A generated module (``aiokproto.protocol.messages.<api>``) costs a few milliseconds to
 import, most of it building its dataclasses, and the Admin client refers to two dozen
 of them: ``message_module("create_topics")`` stands for the module at once and imports
 it when an attribute is first read, so a program (or a CLI command) pays only for the
-APIs it calls. A caller imports the module itself under ``TYPE_CHECKING``, so mypy
-sees the real one::
-
-    if TYPE_CHECKING:
-        from aiokproto.protocol.messages import create_topics as m_create_topics
-    else:
-        m_create_topics = message_module("create_topics")
+APIs it calls. ``admin/codecs.py`` imports the real modules under ``TYPE_CHECKING``,
+so mypy sees them, and calls this from its module ``__getattr__`` at run time.
 """
 
 from __future__ import annotations

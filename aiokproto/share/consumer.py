@@ -25,7 +25,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, Literal, Self, Unpack, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Unpack, overload
 
 from aiokproto._generic import K, T, U, V
 from aiokproto.cluster.client import ClusterClient
@@ -38,6 +38,7 @@ from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from aiokproto.lifecycle import StartStop
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import SHARE_GROUP, PollMetrics, ShareFetchMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
@@ -74,7 +75,7 @@ _SHARE_OPTIONS = frozenset(
 )
 
 
-class ShareConsumer(Generic[K, V]):
+class ShareConsumer(StartStop, Generic[K, V]):
     """A share group member: records are acquired by one member at a time and
     acknowledged one by one (Kafka as a work queue).
 
@@ -192,13 +193,6 @@ class ShareConsumer(Generic[K, V]):
         )
 
     # -- lifecycle --------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         """Connect and join the share group when subscribed; ``async with`` calls it."""
