@@ -60,6 +60,7 @@ ADAPTERS: dict[str, Adapter] = {
         Adapter(
             "aiokproto-base",
             "benchmarks.clients.aiokproto_client",
+            transactions=True,
             env={"BENCH_AIOKPROTO_PATH": os.environ.get("BENCH_AIOKPROTO_BASE", "")},
             note="aiokproto from another checkout ($BENCH_AIOKPROTO_BASE, its codec built "
             "in place; make bench-base BASE=<git rev>), to compare two builds in one run",
