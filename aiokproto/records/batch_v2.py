@@ -299,14 +299,26 @@ class RecordBatchBuilder(_AppendState):
                 return None
             raise OverflowError("record timestamp outside the int64 range")
         # before the fields are read: encoding runs the headers' code, which may append,
-        # and so may a key's or value's buffer export (3.12+ __buffer__)
+        # and so may a key's or value's buffer export (3.12+ __buffer__) in _bytes_of
         hb = _encode_headers(headers) if headers else _NO_HEADERS
-        if key is not None and not isinstance(key, (bytes, bytearray)):
-            key = _bytes_of(key, "key")
-        if value is not None and not isinstance(value, (bytes, bytearray)):
-            value = _bytes_of(value, "value")
-        n = self._count
         table = _VARINT
+        if key is None:
+            kb = _NULL_LENGTH
+            key = b""
+        else:
+            if key.__class__ is not bytes and not isinstance(key, bytearray):
+                key = _bytes_of(key, "key")
+            kl = len(key)
+            kb = table[kl] if kl < _TABLE_SIZE else encode_varint(kl)
+        if value is None:
+            vb = _NULL_LENGTH
+            value = b""
+        else:
+            if value.__class__ is not bytes and not isinstance(value, bytearray):
+                value = _bytes_of(value, "value")
+            vl = len(value)
+            vb = table[vl] if vl < _TABLE_SIZE else encode_varint(vl)
+        n = self._count
         if n:
             if not 0 < n < _MAX_COUNT:
                 if n == _MAX_COUNT:
@@ -322,18 +334,6 @@ class RecordBatchBuilder(_AppendState):
             odb = table[n] if n < _TABLE_SIZE else encode_varint(n)
         else:
             tdb = odb = b"\x00"
-        if key is None:
-            kb = _NULL_LENGTH
-            key = b""
-        else:
-            kl = len(key)
-            kb = table[kl] if kl < _TABLE_SIZE else encode_varint(kl)
-        if value is None:
-            vb = _NULL_LENGTH
-            value = b""
-        else:
-            vl = len(value)
-            vb = table[vl] if vl < _TABLE_SIZE else encode_varint(vl)
         rec = b"".join((b"\x00", tdb, odb, kb, key, vb, value, hb))
         rl = len(rec)
         lb = table[rl] if rl < _TABLE_SIZE else encode_varint(rl)
