@@ -816,13 +816,15 @@ builder_append_impl(BuilderObject *self, PyObject *ts_obj, PyObject *key, PyObje
     /* no Python code runs from here on */
     n = self->count;
     long long base = self->base_ts;
-    int bad_count = n < 0 || n > INT32_MAX;
+    int bad_count = 0;
     if (self->buf == NULL || !PyByteArray_CheckExact(self->buf)) {
         PyErr_SetString(PyExc_TypeError, "builder buffer must be a bytearray");
         r = -1;
     }
-    else if (bad_count)
+    else if (n < 0 || n > INT32_MAX) {
+        bad_count = 1;
         r = -1;
+    }
     else if (n == INT32_MAX
              || (n && ((base < 0 && ts > LLONG_MAX + base) || (base > 0 && ts < LLONG_MIN + base))))
         r = 0;
