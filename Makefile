@@ -169,8 +169,8 @@ faults: venv jars
 # The native code (aiokproto/_accel.c, aiokproto/spark/_arrow.c) built with
 # AddressSanitizer and UndefinedBehaviorSanitizer into a copy of the package under
 # build/sanitize (the in-place build is untouched), then the records tests (the
-# compiled-against-Python equality tests among them), the producer's unit tests and the
-# Arrow builder's tests (when pyarrow is installed) run on it. Python itself is not
+# compiled-against-Python equality tests among them), the producer's and consumer's unit
+# tests and the Arrow builder's tests (when pyarrow is installed) run on it. Python itself is not
 # instrumented: libasan is preloaded, PYTHONMALLOC=malloc lets ASan see the objects'
 # memory (pymalloc pools hide a read of a freed bytearray), leaks are not reported
 # (the interpreter keeps memory to its exit), and any sanitizer report ends the run.
@@ -179,7 +179,7 @@ faults: venv jars
 SANITIZE_DIR := build/sanitize
 SANITIZE_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=all
-SANITIZE_TESTS := tests/records tests/producer tests/spark/test_spark_arrow.py
+SANITIZE_TESTS := tests/records tests/producer tests/consumer tests/spark/test_spark_arrow.py
 sanitize: venv
 	rm -rf $(SANITIZE_DIR) && mkdir -p $(SANITIZE_DIR)
 	tar --exclude='*.so' --exclude=__pycache__ -cf - aiokproto tests pyproject.toml \
