@@ -265,10 +265,12 @@ class RecordBatchBuilder(_AppendState):
                 key = None if keys is None else keys[i]
                 value = values[i]
                 # what the compiled loop reads in place, without running Python code
-                if key is not None and not isinstance(key, (bytes, bytearray)):
+                if key is not None and key.__class__ is not bytes and \
+                        not isinstance(key, (bytes, bytearray)):
                     raise TypeError(f"record key must be bytes, bytearray or None, not "
                                     f"{type(key).__name__}")
-                if value is not None and not isinstance(value, (bytes, bytearray)):
+                if value is not None and value.__class__ is not bytes and \
+                        not isinstance(value, (bytes, bytearray)):
                     raise TypeError(f"record value must be bytes, bytearray or None, not "
                                     f"{type(value).__name__}")
                 if self._append_python(timestamp_ms, key, value, headers) is None:
