@@ -457,19 +457,25 @@ fail_early:
 
 /* -- encoding ------------------------------------------------------------------------ */
 
-/* a bytes-like argument or None: (data, size, is_null) with a held buffer */
+/* a bytes-like argument or None: (data, size, is_null), with the export held (`held`)
+ * or a copy of the data owned (`copy`, see unalias); `obj` is the argument (borrowed) */
 typedef struct {
     Py_buffer view;
+    PyObject *obj;
+    PyObject *copy;
     int held;
     int null;
 } field_t;
 
 /* bytes (or a subclass), bytearray or None, read in place: no Python code runs, so
- * nothing can change the lists or the batch buffer during a loop over many records */
+ * nothing can change the lists during a loop over many records, and the only buffer
+ * resized in it is the batch's (which unalias copies first when it is the field) */
 static int
 get_plain_field(PyObject *obj, field_t *f, const char *what)
 {
     f->held = 0;
+    f->obj = obj;
+    f->copy = NULL;
     f->null = obj == Py_None;
     if (f->null)
         return 0;
@@ -491,11 +497,18 @@ static int
 get_field(PyObject *obj, field_t *f, const char *what)
 {
     f->held = 0;
+    f->obj = obj;
+    f->copy = NULL;
     f->null = obj == Py_None;
     if (f->null)
         return 0;
     if (PyObject_GetBuffer(obj, &f->view, PyBUF_SIMPLE) < 0) {
-        PyErr_Format(PyExc_TypeError, "record %s must be bytes or None", what);
+        /* (PyBUF_SIMPLE: C-contiguous, its size in bytes whatever the item format) */
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "record %s must be bytes, a contiguous bytes-like "
+                         "object or None, not %.100s", what, Py_TYPE(obj)->tp_name);
+        }
         return -1;
     }
     f->held = 1;
@@ -508,6 +521,48 @@ release_field(field_t *f)
     if (f->held)
         PyBuffer_Release(&f->view);
     f->held = 0;
+    Py_CLEAR(f->copy);
+}
+
+/* A field that is the batch buffer itself (a built, uncompressed batch is that buffer,
+ * and may be appended to its own builder) is copied before the buffer grows: the resize
+ * may move its storage, and the field would be read from freed memory (review: a
+ * use-after-free, stale heap bytes in the batch). An export of `buf` held for the field
+ * is released with it, or the resize would be refused. No Python code runs here. */
+static int
+unalias(PyObject *buf, field_t *f)
+{
+    if (f->null || f->obj != buf || f->copy != NULL)
+        return 0;
+    PyObject *copy = PyBytes_FromStringAndSize(f->view.buf, f->view.len);
+    if (copy == NULL)
+        return -1;
+    if (f->held)
+        PyBuffer_Release(&f->view);
+    f->held = 0;
+    f->copy = copy;
+    f->view.buf = PyBytes_AS_STRING(copy);
+    f->view.len = PyBytes_GET_SIZE(copy);
+    return 0;
+}
+
+/* A batch holds at most INT32_MAX records (recordCount and lastOffsetDelta are int32):
+ * record_count (the offset delta of the next record) is refused outside 0..INT32_MAX,
+ * and at INT32_MAX the batch is full. The record count is a writable field; without
+ * this a huge one overflowed (undefined behaviour) and wrote a wrong offset delta. */
+static void
+set_illegal_state(long long count)
+{
+    PyObject *mod = PyImport_ImportModule("aiokproto.error_families");
+    if (mod == NULL)
+        return;
+    PyObject *cls = PyObject_GetAttrString(mod, "IllegalStateError");
+    Py_DECREF(mod);
+    if (cls == NULL)
+        return;
+    PyErr_Format(cls, "record batch builder holds an impossible record count %lld "
+                      "(a batch holds 0 to 2**31-1 records)", count);
+    Py_DECREF(cls);
 }
 
 /* One record appended to bytearray `buf` unless it would pass `limit` (the first record
@@ -516,6 +571,8 @@ static int
 append_one(PyObject *buf, int64_t od, int64_t td, field_t *k, field_t *v, field_t *h,
            Py_ssize_t limit)
 {
+    if (unalias(buf, k) < 0 || unalias(buf, v) < 0 || unalias(buf, h) < 0)
+        return -1;
     Py_ssize_t klen = k->null ? 0 : k->view.len;
     Py_ssize_t vlen = v->null ? 0 : v->view.len;
     Py_ssize_t hlen = h->null ? 1 : h->view.len;
@@ -606,6 +663,12 @@ append_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
     Py_ssize_t start, stop, limit;
     if (as_int64(args[1], &od) < 0)
         return NULL;
+    if (od < 0 || od > INT32_MAX) {
+        set_illegal_state(od);
+        return NULL;
+    }
+    if (od == INT32_MAX)
+        return PyLong_FromLong(0);
     int fits = delta_fits(args[2], od, &td);
     if (fits <= 0)
         return fits < 0 ? NULL : PyLong_FromLong(0);
@@ -627,14 +690,16 @@ append_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t narg
      * which the builder has not counted */
     Py_ssize_t initial = PyByteArray_GET_SIZE(buf);
     Py_ssize_t done = 0;
-    for (Py_ssize_t i = start; i < stop; i++) {
-        field_t k, v;
+    for (Py_ssize_t i = start; i < stop && od + done < INT32_MAX; i++) {
+        field_t k = {.null = 1}, v = {.null = 1};
         int r = -1;
         /* read in place (get_plain_field): the lists cannot change under the loop */
         if (get_plain_field(keys == Py_None ? Py_None : PyList_GET_ITEM(keys, i), &k, "key")
                 == 0
             && get_plain_field(PyList_GET_ITEM(values, i), &v, "value") == 0)
             r = append_one(buf, od + done, td, &k, &v, &h, limit);
+        release_field(&k);
+        release_field(&v);
         if (r < 0) {
             release_field(&h);
             PyObject *type, *value, *tb;
@@ -709,6 +774,12 @@ static int
 builder_append_impl(BuilderObject *self, PyObject *ts_obj, PyObject *key, PyObject *value,
                     PyObject *headers, Py_ssize_t *delta, long long *ts_out)
 {
+    /* an int (as Python's reference): not a float, nor an object with __index__ */
+    if (!PyLong_Check(ts_obj)) {
+        PyErr_Format(PyExc_TypeError, "record timestamp must be an int, not %.100s",
+                     Py_TYPE(ts_obj)->tp_name);
+        return -1;
+    }
     int overflow;
     long long ts = PyLong_AsLongLongAndOverflow(ts_obj, &overflow);
     if (ts == -1 && PyErr_Occurred())
@@ -748,17 +819,25 @@ builder_append_impl(BuilderObject *self, PyObject *ts_obj, PyObject *key, PyObje
     /* no Python code runs from here on */
     n = self->count;
     long long base = self->base_ts;
+    int bad_count = 0;
     if (self->buf == NULL || !PyByteArray_CheckExact(self->buf)) {
         PyErr_SetString(PyExc_TypeError, "builder buffer must be a bytearray");
         r = -1;
     }
-    else if (n && ((base < 0 && ts > LLONG_MAX + base) || (base > 0 && ts < LLONG_MIN + base)))
+    else if (n < 0 || n > INT32_MAX) {
+        bad_count = 1;
+        r = -1;
+    }
+    else if (n == INT32_MAX
+             || (n && ((base < 0 && ts > LLONG_MAX + base) || (base > 0 && ts < LLONG_MIN + base))))
         r = 0;
     else
         r = append_one(self->buf, n, n ? ts - base : 0, &k, &v, &h, self->limit);
     release_field(&k);
     release_field(&v);
     release_field(&h);
+    if (bad_count)
+        set_illegal_state(n); /* imports: Python code, after the fields are let go */
 done:
     Py_XDECREF(encoded);
     if (r <= 0)
@@ -1186,8 +1265,16 @@ static PyObject *
 murmur2(PyObject *Py_UNUSED(self), PyObject *arg)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        /* the Python reference's TypeError, for a non-contiguous buffer too */
+        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_BufferError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "murmur2 needs bytes or a contiguous bytes-like object, not %.100s",
+                         Py_TYPE(arg)->tp_name);
+        }
         return NULL;
+    }
     uint32_t h = murmur2_hash((const uint8_t *)view.buf, view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(h);

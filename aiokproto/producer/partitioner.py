@@ -31,7 +31,19 @@ _WORDS: dict[int, struct.Struct] = {}
 def murmur2_python(data: bytes | bytearray | memoryview) -> int:
     """MurmurHash2 (32-bit, seed 0x9747b28c) as an unsigned int, as Kafka hashes keys.
 
-    The reference for ``aiokproto._accel.murmur2``, which ``murmur2`` is when built."""
+    The reference for ``aiokproto._accel.murmur2``, which ``murmur2`` is when built.
+    Any C-contiguous buffer is hashed as its bytes (an ``array('I')`` too, as in C);
+    anything else is a TypeError."""
+    if not isinstance(data, (bytes, bytearray)):
+        try:
+            view = memoryview(data)
+        except TypeError:
+            view = None
+        if view is None or not view.c_contiguous:
+            raise TypeError(f"murmur2 needs bytes or a contiguous bytes-like object, not "
+                            f"{type(data).__name__}")
+        with view:
+            data = view.tobytes()
     n = len(data)
     h = (_SEED ^ n) & _MASK
     words = n >> 2

@@ -64,16 +64,49 @@ _NULL_LENGTH: Final = b"\x01"  # varint(-1)
 _NO_HEADERS: Final = b"\x00"
 
 
+#: a batch holds at most this many records (recordCount and lastOffsetDelta are int32)
+_MAX_COUNT: Final = 2**31 - 1
+
+
+def _bytes_of(obj: object, what: str) -> bytes:
+    """A key or value (or header value) that is neither bytes nor bytearray, as its
+    bytes: any C-contiguous buffer counts as its bytes (``memoryview.nbytes``: an
+    ``array('I')`` or a ``memoryview.cast('I')`` is 4 bytes an item, not 1), as the
+    compiled ``append`` reads it with ``PyObject_GetBuffer``; anything else is a
+    TypeError. (Review: ``len()`` counted items, and wrote a corrupt batch.)"""
+    try:
+        view = memoryview(obj)  # type: ignore[arg-type]
+    except TypeError:
+        view = None
+    if view is None or not view.c_contiguous:
+        raise TypeError(f"record {what} must be bytes, a contiguous bytes-like object "
+                        f"or None, not {type(obj).__name__}")
+    with view:
+        return view.tobytes()
+
+
+def _check_count(n: int) -> None:
+    """Refuse a record count no batch holds (the field is writable): the same
+    IllegalStateError as the compiled builder's."""
+    if not 0 <= n <= _MAX_COUNT:
+        raise IllegalStateError(f"record batch builder holds an impossible record count "
+                                f"{n} (a batch holds 0 to 2**31-1 records)")
+
+
 def _encode_headers(headers: Sequence[Header]) -> bytes:
     table = _VARINT
     parts = [encode_varint(len(headers))]
     for hkey, hvalue in headers:
+        if not isinstance(hkey, str):
+            raise TypeError(f"header key must be a str, not {type(hkey).__name__}")
         kb = hkey.encode()
         parts.append(table[len(kb)] if len(kb) < _TABLE_SIZE else encode_varint(len(kb)))
         parts.append(kb)
         if hvalue is None:
             parts.append(_NULL_LENGTH)
         else:
+            if not isinstance(hvalue, (bytes, bytearray)):
+                hvalue = _bytes_of(hvalue, "header value")
             n = len(hvalue)
             parts.append(table[n] if n < _TABLE_SIZE else encode_varint(n))
             parts.append(hvalue)
@@ -175,33 +208,80 @@ class RecordBatchBuilder(_AppendState):
     ) -> int:
         """Append ``values[start:stop]`` (with ``keys[i]``; all with the same timestamp
         and headers) while they fit; return how many went in. Their offset deltas are
-        ``record_count`` (before the call) onwards."""
+        ``record_count`` (before the call) onwards.
+
+        Keys and values are bytes, bytearray or None. All or what fitted: a record
+        refused midway (a TypeError) takes back the records of the call."""
+        if start < 0 or stop > len(values) or (keys is not None and stop > len(keys)):
+            raise IndexError(f"append_many: range {start}:{stop} outside the lists")
+        if stop <= start:
+            return 0
+        if timestamp_ms.__class__ is not int and not isinstance(timestamp_ms, int):
+            raise TypeError(f"record timestamp must be an int, not "
+                            f"{type(timestamp_ms).__name__}")
         n = self._count
-        if _native is None or stop <= start:
-            for i in range(start, stop):
-                if self._append_python(timestamp_ms, None if keys is None else keys[i],
-                                       values[i], headers) is None:
-                    return i - start
-            return stop - start
+        _check_count(n)
+        if not -_MAX_OFFSET - 1 <= timestamp_ms <= _MAX_OFFSET:
+            # as append: a batch of its own, which refuses it
+            if n:
+                return 0
+            raise OverflowError("record timestamp outside the int64 range")
+        if _native is None:
+            return self._append_many_python(timestamp_ms, keys, values, start, stop, headers)
         if values.__class__ is not list:
             values = list(values)
         if keys is not None and keys.__class__ is not list:
             keys = list(keys)
-        if n:
-            td = timestamp_ms - self._base_ts
-        else:
-            self._base_ts = self._max_ts = timestamp_ms
-            td = 0
+        # the builder's fields change only once the records are in
         done: int = _native.append_records(
-            self._buf, n, td, keys, values, start, stop,
-            _encode_headers(headers) if headers else None, self._limit,
+            self._buf, n, timestamp_ms - self._base_ts if n else 0, keys, values, start,
+            stop, _encode_headers(headers) if headers else None, self._limit,
         )
         if done:
             self._count = n + done
-            if timestamp_ms > self._max_ts:
+            if not n:
+                self._base_ts = self._max_ts = timestamp_ms
+            elif timestamp_ms > self._max_ts:
                 self._max_ts = timestamp_ms
             self._payload = None
         return done
+
+    def _append_many_python(
+        self,
+        timestamp_ms: int,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        headers: Sequence[Header] | None,
+    ) -> int:
+        """``append_many`` record by record: the reference for
+        ``aiokproto._accel.append_records``, with the same types taken and the same
+        roll back of a call refused midway."""
+        buf = self._buf
+        size = len(buf)
+        state = (self._count, self._base_ts, self._max_ts, self._payload)
+        try:
+            for i in range(start, stop):
+                key = None if keys is None else keys[i]
+                value = values[i]
+                # what the compiled loop reads in place, without running Python code
+                if key is not None and key.__class__ is not bytes and \
+                        not isinstance(key, (bytes, bytearray)):
+                    raise TypeError(f"record key must be bytes, bytearray or None, not "
+                                    f"{type(key).__name__}")
+                if value is not None and value.__class__ is not bytes and \
+                        not isinstance(value, (bytes, bytearray)):
+                    raise TypeError(f"record value must be bytes, bytearray or None, not "
+                                    f"{type(value).__name__}")
+                if self._append_python(timestamp_ms, key, value, headers) is None:
+                    return i - start
+        except BaseException:
+            if self._buf is buf:
+                del buf[size:]
+            self._count, self._base_ts, self._max_ts, self._payload = state
+            raise
+        return stop - start
 
     def _append_python(
         self,
@@ -212,16 +292,41 @@ class RecordBatchBuilder(_AppendState):
     ) -> int | None:
         """``append`` in Python: the reference for ``aiokproto._accel.RecordsBuilder``'s:
         the record's offset delta, or None if the batch is full."""
+        if timestamp_ms.__class__ is not int and not isinstance(timestamp_ms, int):
+            # not a float (struct.error at build) nor an __index__ object, as in C
+            raise TypeError(f"record timestamp must be an int, not "
+                            f"{type(timestamp_ms).__name__}")
         if not -_MAX_OFFSET - 1 <= timestamp_ms <= _MAX_OFFSET:
             # the batch header holds int64 timestamps: a batch of its own, which refuses it
             if self._count:
                 return None
             raise OverflowError("record timestamp outside the int64 range")
-        # before the fields are read: encoding runs the headers' code, which may append
+        # before the fields are read: encoding runs the headers' code, which may append,
+        # and so may a key's or value's buffer export (3.12+ __buffer__) in _bytes_of
         hb = _encode_headers(headers) if headers else _NO_HEADERS
-        n = self._count
         table = _VARINT
+        if key is None:
+            kb = _NULL_LENGTH
+            key = b""
+        else:
+            if key.__class__ is not bytes and not isinstance(key, bytearray):
+                key = _bytes_of(key, "key")
+            kl = len(key)
+            kb = table[kl] if kl < _TABLE_SIZE else encode_varint(kl)
+        if value is None:
+            vb = _NULL_LENGTH
+            value = b""
+        else:
+            if value.__class__ is not bytes and not isinstance(value, bytearray):
+                value = _bytes_of(value, "value")
+            vl = len(value)
+            vb = table[vl] if vl < _TABLE_SIZE else encode_varint(vl)
+        n = self._count
         if n:
+            if not 0 < n < _MAX_COUNT:
+                if n == _MAX_COUNT:
+                    return None  # full: no int32 offset delta left
+                _check_count(n)
             td = timestamp_ms - self._base_ts
             if 0 <= td < _TABLE_SIZE:
                 tdb = table[td]
@@ -232,18 +337,6 @@ class RecordBatchBuilder(_AppendState):
             odb = table[n] if n < _TABLE_SIZE else encode_varint(n)
         else:
             tdb = odb = b"\x00"
-        if key is None:
-            kb = _NULL_LENGTH
-            key = b""
-        else:
-            kl = len(key)
-            kb = table[kl] if kl < _TABLE_SIZE else encode_varint(kl)
-        if value is None:
-            vb = _NULL_LENGTH
-            value = b""
-        else:
-            vl = len(value)
-            vb = table[vl] if vl < _TABLE_SIZE else encode_varint(vl)
         rec = b"".join((b"\x00", tdb, odb, kb, key, vb, value, hb))
         rl = len(rec)
         lb = table[rl] if rl < _TABLE_SIZE else encode_varint(rl)

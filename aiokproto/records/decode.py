@@ -135,6 +135,9 @@ def decode_records(
     indexing past the buffer raises IndexError, so any inconsistency surfaces as
     CorruptRecordError without extra comparisons.
     """
+    if not 0 <= count <= len(buf):  # as the compiled loop: a record takes a byte at least
+        raise CorruptRecordError(f"record batch at offset {base_offset}: impossible record "
+                                 f"count {count} for {len(buf)} bytes")
     out: list[Any] = []
     append = out.append
     new = tuple.__new__
