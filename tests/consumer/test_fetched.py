@@ -3,19 +3,21 @@ compaction gaps, cut-off batches, lazy decoding, and the decoder against read_ba
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from aiokproto.consumer.decode import decode_legacy, decode_v2
+from aiokproto.consumer.errors import UndecodableBatchError
 from aiokproto.consumer.fetched import FetchedData, first_batch_size, scan_end
 from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.consumer.subscription import PartitionState
 from aiokproto.consumer.transactions import AbortedFilter
-from aiokproto.errors import CorruptRecordError
+from aiokproto.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from aiokproto.records import LegacyMessageSetBuilder, RecordBatchBuilder, read_batches
 from aiokproto.records.batch_v2 import RecordBatch
 from aiokproto.structs import TopicPartition
-from tests.consumer.batches import batch, gapped_batch, marker
+from tests.consumer.batches import batch, gapped_batch, marker, undecodable
 from tests.records.strategies import RECORDS, codecs, record, timestamps
 
 TP = TopicPartition("t", 0)
@@ -249,3 +251,48 @@ def test_scan_end_refuses_impossible_offsets() -> None:
     assert scan_end(batch((1 << 63) - 1, 0)) == (-1, -1)
     assert scan_end(batch(-5, 0)) == (-1, -1)
     assert scan_end(batch(10, -3)) == (-1, -1)
+
+
+DEFECTS = ["codec5", "codec6", "codec7", "crc", "short", "record"]
+
+
+@pytest.mark.parametrize("kind", DEFECTS)
+def test_an_undecodable_batch_stops_hand_out_every_time(kind: str) -> None:
+    # records before it are handed out; then it is reported, never stepped over
+    fd = fetched(batch(0, [b"a", b"b"]) + undecodable(kind, 2, [b"c", b"d"]) + batch(4, [b"e"]))
+    assert [r.value for r in fd.take(10)] == [b"a", b"b"]
+    assert fd.next_offset == 2
+    assert fd.take(10) == [] and fd.exhausted
+    err = fd.error
+    assert isinstance(err, UndecodableBatchError) and isinstance(err, CorruptRecordError)
+    assert (err.tp, err.first_offset, err.last_offset, err.position) == (TP, 2, 3, 2)
+    assert "t-0 offsets 2-3" in str(err) and "seek to 4" in str(err)
+    if kind.startswith("codec"):
+        assert isinstance(err.cause, UnsupportedCompressionTypeError)
+    for _ in range(3):  # asked again: still nothing past it, the position stays
+        assert fd.take(10) == [] and fd.next_offset == 2 and fd.error is err
+
+
+def test_an_undecodable_first_batch_keeps_the_fetch_offset() -> None:
+    fd = fetched(undecodable("codec7", 5, [b"x"]) + batch(6, [b"y"]), offset=5)
+    assert fd.take(10) == [] and fd.next_offset == 5
+    assert isinstance(fd.error, UndecodableBatchError)
+    assert (fd.error.first_offset, fd.error.last_offset) == (5, 5)
+
+
+@pytest.mark.parametrize("field", ["magic", "length"])
+def test_an_unreadable_header_after_good_batches_loses_no_record(field: str) -> None:
+    bad = bytearray(batch(2, [b"c"]))
+    if field == "magic":
+        bad[16] = 9
+    else:
+        bad[8:12] = (3).to_bytes(4, "big")
+    fd = fetched(batch(0, [b"a", b"b"]) + bytes(bad))
+    assert [r.value for r in fd.take(10)] == [b"a", b"b"]
+    # looking at what follows must not raise (the records above were handed out)
+    assert not fd.exhausted
+    assert fd.take(10) == [] and fd.exhausted and fd.next_offset == 2
+    err = fd.error
+    assert isinstance(err, UndecodableBatchError)
+    assert (err.first_offset, err.last_offset, err.position) == (2, None, 2)
+    assert "header unreadable" in str(err)
