@@ -170,7 +170,11 @@ class Fetcher:
         """Wake everyone waiting for data (they re-check whether to go on)."""
         self._data.set()
 
-    def raise_errors(self, partitions: Collection[TopicPartition] | None = None) -> None:
+    def raise_errors(
+        self, partitions: Collection[TopicPartition] | None = None, *, data: bool = True
+    ) -> None:
+        """Raise what the application is to see next; ``data=False`` leaves out an
+        undecodable batch at the position (``position()`` is known all the same)."""
         if self._fatal is not None:
             raise KafkaError(f"the consumer's fetcher failed: {self._fatal!r}") from self._fatal
         if self._errors:
@@ -186,6 +190,8 @@ class Fetcher:
                 ):
                     del self._partition_errors[tp]  # seeked or reassigned since
                 elif partitions is None or tp in partitions:
+                    if not data and isinstance(exc, UndecodableBatchError):
+                        continue
                     if isinstance(exc, OffsetOutOfRangeConsumerError):
                         out_of_range[tp] = position
                     else:
