@@ -76,6 +76,9 @@ class UndecodableBatchError(CorruptRecordError):
     application seeks; ``seek(tp, last_offset + 1)`` skips the batch.
     ``last_offset`` is None when even the batch header is unreadable (its length or
     magic byte is impossible), so where the batch ends is unknown.
+
+    The share consumer (``position`` None) has rejected the batch's acquired records
+    when it raises this: no member could decode them either.
     """
 
     def __init__(
@@ -83,7 +86,7 @@ class UndecodableBatchError(CorruptRecordError):
         tp: TopicPartition,
         first_offset: int,
         last_offset: int | None,
-        position: int,
+        position: int | None,
         cause: BaseException,
     ) -> None:
         self.tp = tp
@@ -104,8 +107,11 @@ class UndecodableBatchError(CorruptRecordError):
         else:
             span = f"offsets {self.first_offset}-{last}"
             skip = f"seek to {last + 1} to skip it"
+        if self.position is None:
+            outcome = "its acquired records were rejected"
+        else:
+            outcome = f"the position stays at {self.position}; {skip}"
         return (
             f"cannot decode the record batch at {where} {span}: "
-            f"{type(cause).__name__}: {cause}; the position stays at {self.position}; "
-            f"{skip}"
+            f"{type(cause).__name__}: {cause}; {outcome}"
         )

@@ -81,12 +81,18 @@ def batch_span(view: memoryview) -> tuple[int, int | None]:
 
 
 def undecodable(
-    tp: TopicPartition, view: memoryview, position: int, cause: BaseException
+    tp: TopicPartition,
+    view: memoryview,
+    position: int | None,
+    cause: BaseException,
+    *,
+    at_least: int = 0,
 ) -> UndecodableBatchError:
-    """The error naming the batch at the start of ``view`` that failed with ``cause``."""
+    """The error naming the batch at the start of ``view`` that failed with ``cause``
+    (``position``: the consumer's, None for the share consumer, which has none)."""
     first, last = batch_span(view)
-    if first < 0:
-        first, last = position, None  # not even the base offset is readable
+    if first < 0:  # not even the base offset is readable
+        first, last = (at_least if position is None else position), None
     return UndecodableBatchError(tp, first, last, position, cause)
 
 
