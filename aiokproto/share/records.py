@@ -89,11 +89,11 @@ def acquired_records(
             except DECODE_ERRORS as exc:
                 tp = TopicPartition(topic, partition)
                 error = undecodable(tp, view[start:], None, exc, at_least=low)
-                first, last = error.first_offset, error.last_offset
+                last = error.last_offset
                 # the header gives the batch's end, or (unreadable) nothing after it
                 # can be found: every acquired offset from its start is undecodable
                 end = high if last is None else last
-                offsets = sorted(o for o in counts if first <= o <= end)
+                offsets = sorted(o for o in counts if error.first_offset <= o <= end)
                 if offsets:
                     bad.append(Undecodable(error, offsets))
                 if last is None:

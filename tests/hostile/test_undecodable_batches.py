@@ -114,9 +114,10 @@ def _share_serving(data: bytes, first: int, last: int) -> FakeBroker:
     def share_fetch(rec: Received) -> ShareFetchResponse:
         nonlocal fetches
         fetches += 1
-        acquired = [] if fetches > 1 else [
-            ShareFetchResponseAcquiredRecords(first_offset=first, last_offset=last, delivery_count=1)
-        ]
+        span = ShareFetchResponseAcquiredRecords(
+            first_offset=first, last_offset=last, delivery_count=1
+        )
+        acquired = [] if fetches > 1 else [span]
         part = ShareFetchResponsePartitionData(
             partition_index=0, records=data if acquired else b"", acquired_records=acquired
         )
