@@ -89,14 +89,13 @@ def acquired_records(
             except DECODE_ERRORS as exc:
                 tp = TopicPartition(topic, partition)
                 error = undecodable(tp, view[start:], None, exc, at_least=low)
-                last = error.last_offset
                 # the header gives the batch's end, or (unreadable) nothing after it
                 # can be found: every acquired offset from its start is undecodable
-                end = high if last is None else last
+                end = high if error.last_offset is None else error.last_offset
                 offsets = sorted(o for o in counts if error.first_offset <= o <= end)
                 if offsets:
                     bad.append(Undecodable(error, offsets))
-                if last is None:
+                if error.last_offset is None:
                     break
                 if reader.consumed == start:  # it failed in the reader: step over it
                     size = int.from_bytes(view[start + 8 : start + 12], "big") + 12
