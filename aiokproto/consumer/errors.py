@@ -111,7 +111,10 @@ class UndecodableBatchError(CorruptRecordError):
             outcome = "its acquired records were rejected"
         else:
             outcome = f"the position stays at {self.position}; {skip}"
+        # a broker code's class (the unknown codec) would add its protocol text
+        # ("needs a newer request version"), which is about producing, not this
+        detail = getattr(cause, "broker_message", None) or cause
         return (
             f"cannot decode the record batch at {where} {span}: "
-            f"{type(cause).__name__}: {cause}; {outcome}"
+            f"{type(cause).__name__}: {detail}; {outcome}"
         )

@@ -3,6 +3,8 @@ compaction gaps, cut-off batches, lazy decoding, and the decoder against read_ba
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -269,6 +271,8 @@ def test_an_undecodable_batch_stops_hand_out_every_time(kind: str) -> None:
     assert "t-0 offsets 2-3" in str(err) and "seek to 4" in str(err)
     if kind.startswith("codec"):
         assert isinstance(err.cause, UnsupportedCompressionTypeError)
+        assert f"compression codec {kind[-1]}" in str(err) and "newer request" not in str(err)
+    assert str(pickle.loads(pickle.dumps(err))) == str(err)  # args rebuild it
     for _ in range(3):  # asked again: still nothing past it, the position stays
         assert fd.take(10) == [] and fd.next_offset == 2 and fd.error is err
 
