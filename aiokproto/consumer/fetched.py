@@ -245,7 +245,12 @@ class FetchedData:
                 chunk = recs if i == 0 and end >= size else recs[i:end]
                 i += len(chunk)
                 self._index = i
-                self.next_offset = self._batch_next if i >= size else chunk[-1][2] + 1
+                if i >= size:
+                    self.next_offset = self._batch_next
+                else:
+                    # never past a record still to hand out, even if a corrupt batch
+                    # (valid CRC) has its offsets out of order
+                    self.next_offset = min(chunk[-1][2] + 1, recs[i][2])
                 return chunk
             if self._reader is None or not self._next_batch():
                 return []
@@ -288,9 +293,20 @@ class FetchedData:
                         tp.partition,
                         max_decompressed=self._max_decompressed,
                     )
+                    low = batch.base_offset
                 else:
                     self.epoch = -1
                     recs = decode_legacy(batch, tp.topic, tp.partition)
+                    low = 0  # a compressed wrapper does not say where it starts
+                if recs and not low <= recs[0][2] <= recs[-1][2] < batch_next:
+                    # a record's offset delta points outside its batch: handed out,
+                    # it would move the position over records not handed out (O(1):
+                    # the first and last record; take() covers the ones between)
+                    raise CorruptRecordError(
+                        f"record batch at offset {batch.base_offset}: record offsets "
+                        f"{recs[0][2]}..{recs[-1][2]} fall outside the batch's "
+                        f"{low}..{batch_next - 1}"
+                    )
             except DECODE_ERRORS as exc:
                 # Stop in front of the batch: nothing after it is handed out and
                 # next_offset stays where it is, so the position never passes records

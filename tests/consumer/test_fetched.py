@@ -16,10 +16,11 @@ from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.consumer.subscription import PartitionState
 from aiokproto.consumer.transactions import AbortedFilter
 from aiokproto.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from aiokproto.protocol.varint import encode_varint
 from aiokproto.records import LegacyMessageSetBuilder, RecordBatchBuilder, read_batches
-from aiokproto.records.batch_v2 import RecordBatch
+from aiokproto.records.batch_v2 import HEADER_SIZE, RecordBatch
 from aiokproto.structs import TopicPartition
-from tests.consumer.batches import batch, gapped_batch, marker, undecodable
+from tests.consumer.batches import batch, gapped_batch, marker, undecodable, with_crc
 from tests.records.strategies import RECORDS, codecs, record, timestamps
 
 TP = TopicPartition("t", 0)
@@ -300,3 +301,20 @@ def test_an_unreadable_header_after_good_batches_loses_no_record(field: str) -> 
     assert isinstance(err, UndecodableBatchError)
     assert (err.first_offset, err.last_offset, err.position) == (2, None, 2)
     assert "header unreadable" in str(err)
+
+
+@pytest.mark.parametrize("delta", [-56, 2, 18])
+def test_a_record_offset_outside_its_batch_stops_hand_out(delta: int) -> None:
+    # a valid CRC over a record whose offset delta leaves the batch (0..1): handed
+    # out, take(1) would have moved the position to 19 over records 1..4
+    raw = bytearray(batch(0, [b"a", b"b"]))
+    rec = HEADER_SIZE  # first record: length, attributes, timestamp delta, offset delta
+    assert raw[rec + 3] == 0
+    raw[rec + 3] = encode_varint(delta)[0] if -64 <= delta < 64 else 0
+    if not -64 <= delta < 64:
+        pytest.skip("one-byte varints only")
+    fd = fetched(with_crc(raw) + batch(2, [b"c"]))
+    assert fd.take(1) == [] and fd.next_offset == 0
+    assert isinstance(fd.error, UndecodableBatchError)
+    assert (fd.error.first_offset, fd.error.last_offset) == (0, 1)
+    assert "outside the batch" in str(fd.error)
