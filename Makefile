@@ -183,12 +183,14 @@ faults: venv jars
 # instrumented: libasan is preloaded, PYTHONMALLOC=malloc lets ASan see the objects'
 # memory (pymalloc pools hide a read of a freed bytearray), leaks are not reported
 # (the interpreter keeps memory to its exit), and any sanitizer report ends the run.
+# The one Arrow test that starts Spark is left out (a JVM with libasan preloaded hangs).
 # Not part of make test (about 2 minutes).
 .PHONY: sanitize
 SANITIZE_DIR := build/sanitize
 SANITIZE_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=all
-SANITIZE_TESTS := tests/records tests/producer tests/consumer tests/spark/test_spark_arrow.py
+SANITIZE_TESTS := tests/records tests/producer tests/consumer tests/unit/test_accel.py \
+	tests/unit/records tests/unit/producer tests/unit/consumer tests/spark/test_spark_arrow.py
 sanitize: venv
 	rm -rf $(SANITIZE_DIR) && mkdir -p $(SANITIZE_DIR)
 	tar --exclude='*.so' --exclude=__pycache__ -cf - aiokproto tests pyproject.toml \
@@ -206,7 +208,8 @@ sanitize: venv
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 && \
 	$(CURDIR)/$(PY) -c 'import os, aiokproto._accel as a, aiokproto.spark._arrow as b; \
 		assert all(m.__file__.startswith(os.getcwd()) for m in (a, b)), "not the sanitized build"' && \
-	$(CURDIR)/$(PY) -m pytest -q -p no:cacheprovider --unit $(SANITIZE_TESTS) $(PYTEST_ARGS)
+	$(CURDIR)/$(PY) -m pytest -q -p no:cacheprovider --unit $(SANITIZE_TESTS) \
+		--deselect tests/spark/test_spark_arrow.py::test_schema_matches_spark $(PYTEST_ARGS)
 
 SOAK_MINUTES ?= 30
 soak: venv jars

@@ -7,6 +7,7 @@ from aiokproto.consumer.errors import (
     NoOffsetForPartitionError,
     OffsetOutOfRangeConsumerError,
     RecordDeserializationError,
+    UndecodableBatchError,
 )
 from aiokproto.consumer.listener import ConsumerRebalanceListener
 from aiokproto.consumer.record import ConsumerRecord, OffsetAndTimestamp
@@ -23,4 +24,5 @@ __all__ = [
     "OffsetAndTimestamp",
     "OffsetOutOfRangeConsumerError",
     "RecordDeserializationError",
+    "UndecodableBatchError",
 ]

@@ -558,7 +558,7 @@ class Consumer(StartStop, Generic[K, V]):
                     pending = self._not_yet_consumed().get(tp)
                     if pending is not None:
                         return pending[0]
-                    self._fetcher.raise_errors({tp})
+                    self._fetcher.raise_errors({tp}, data=False)
                     state = self._subs.state_of(tp)
                     if state is None:
                         raise IllegalStateError(f"{tp} is no longer assigned to this consumer")

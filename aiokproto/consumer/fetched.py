@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from aiokproto.consumer.consumer_config import Deserializer
 from aiokproto.consumer.decode import decode_legacy, decode_v2
-from aiokproto.consumer.errors import RecordDeserializationError
+from aiokproto.consumer.errors import RecordDeserializationError, UndecodableBatchError
 from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.consumer.subscription import PartitionState
 from aiokproto.consumer.transactions import AbortedFilter, is_abort_marker
-from aiokproto.errors import CorruptRecordError, KafkaError
+from aiokproto.errors import CorruptRecordError, KafkaError, UnsupportedCompressionTypeError
 from aiokproto.records.batch_v2 import RecordBatch
 from aiokproto.records.reader import BatchReader
 from aiokproto.structs import TopicPartition
@@ -61,6 +61,44 @@ def scan_end(view: memoryview) -> tuple[int, int]:
             return -1, -1  # impossible offsets: reported when the data is handed out
         pos += size
     return next_offset, epoch
+
+
+def batch_span(view: memoryview) -> tuple[int, int | None]:
+    """(first offset, last offset or None) as the header of the batch at the start of
+    ``view`` says, for naming a batch that could not be decoded; the last offset is
+    None when the header is cut short or its magic or length is impossible."""
+    base = int.from_bytes(view[0:8], "big", signed=True) if len(view) >= 8 else -1
+    if len(view) < 27 or view[16] != 2:
+        if len(view) >= 26 and view[16] in (0, 1) and base >= 0:
+            size = int.from_bytes(view[8:12], "big", signed=True) + 12
+            if 26 <= size <= len(view):
+                return base, base  # a legacy entry: its offset is its last record's
+        return base, None
+    size = int.from_bytes(view[8:12], "big", signed=True) + 12
+    last_delta = int.from_bytes(view[23:27], "big", signed=True)
+    if size < 61 or size > len(view) or base < 0 or last_delta < 0:
+        return base, None
+    return base, min(base + last_delta, _MAX_OFFSET)
+
+
+def undecodable(
+    tp: TopicPartition,
+    view: memoryview,
+    position: int | None,
+    cause: BaseException,
+    *,
+    at_least: int = 0,
+) -> UndecodableBatchError:
+    """The error naming the batch at the start of ``view`` that failed with ``cause``
+    (``position``: the consumer's, None for the share consumer, which has none)."""
+    first, last = batch_span(view)
+    if first < 0:  # not even the base offset is readable
+        first, last = (at_least if position is None else position), None
+    return UndecodableBatchError(tp, first, last, position, cause)
+
+
+#: what decoding a batch raises when its bytes are bad (anything else is a defect here)
+DECODE_ERRORS = (CorruptRecordError, UnsupportedCompressionTypeError)
 
 
 class SharedFrame:
@@ -190,7 +228,12 @@ class FetchedData:
         if self._index < len(self._records):
             return False
         reader = self._reader
-        return reader is None or reader.partial_bytes == 0 or reader.truncated
+        if reader is None or reader.partial_bytes == 0:
+            return True
+        try:
+            return reader.truncated
+        except CorruptRecordError:
+            return False  # an unreadable header: the next take() reports it
 
     def take(self, n: int) -> list[ConsumerRecord]:
         """Up to ``n`` records of one batch; [] when exhausted. Advances ``next_offset``."""
@@ -203,7 +246,12 @@ class FetchedData:
                 chunk = recs if i == 0 and end >= size else recs[i:end]
                 i += len(chunk)
                 self._index = i
-                self.next_offset = self._batch_next if i >= size else chunk[-1][2] + 1
+                if i >= size:
+                    self.next_offset = self._batch_next
+                else:
+                    # never past a record still to hand out, even if a corrupt batch
+                    # (valid CRC) has its offsets out of order
+                    self.next_offset = min(chunk[-1][2] + 1, recs[i][2])
                 return chunk
             if self._reader is None or not self._next_batch():
                 return []
@@ -214,12 +262,12 @@ class FetchedData:
         assert reader is not None
         tp = self.tp
         while True:
+            start = self._pos
             try:
                 batch = next(reader, None)
                 if batch is None:
                     self._reader = None
                     return False
-                start = self._pos
                 self._pos = reader.consumed
                 if self.frame is not None:
                     self.frame.unread -= self._pos - start
@@ -246,11 +294,25 @@ class FetchedData:
                         tp.partition,
                         max_decompressed=self._max_decompressed,
                     )
+                    low = batch.base_offset
                 else:
                     self.epoch = -1
                     recs = decode_legacy(batch, tp.topic, tp.partition)
-            except CorruptRecordError as exc:
-                self.error = exc
+                    low = 0  # a compressed wrapper does not say where it starts
+                if recs and not low <= recs[0][2] <= recs[-1][2] < batch_next:
+                    # a record's offset delta points outside its batch: handed out,
+                    # it would move the position over records not handed out (O(1):
+                    # the first and last record; take() covers the ones between)
+                    raise CorruptRecordError(
+                        f"record batch at offset {batch.base_offset}: record offsets "
+                        f"{recs[0][2]}..{recs[-1][2]} fall outside the batch's "
+                        f"{low}..{batch_next - 1}"
+                    )
+            except DECODE_ERRORS as exc:
+                # Stop in front of the batch: nothing after it is handed out and
+                # next_offset stays where it is, so the position never passes records
+                # that were not handed out; the fetcher raises this until a seek.
+                self.error = undecodable(tp, self._view[start:], self.next_offset, exc)
                 self._reader = None
                 return False
             first = self.next_offset

@@ -37,7 +37,7 @@ from aiokproto.cluster.broker_tasks import BrokerTasks, Wakeup, wait_event
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.consumer.consumer_config import READ_COMMITTED, ConsumerConfig
-from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError
+from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError, UndecodableBatchError
 from aiokproto.consumer.fetched import FetchedData, SharedFrame, first_batch_size
 from aiokproto.consumer.offsets import EARLIEST, LATEST, OffsetClient
 from aiokproto.consumer.record import ConsumerRecord
@@ -171,7 +171,11 @@ class Fetcher:
         """Wake everyone waiting for data (they re-check whether to go on)."""
         self._data.set()
 
-    def raise_errors(self, partitions: Collection[TopicPartition] | None = None) -> None:
+    def raise_errors(
+        self, partitions: Collection[TopicPartition] | None = None, *, data: bool = True
+    ) -> None:
+        """Raise what the application is to see next; ``data=False`` leaves out an
+        undecodable batch at the position (``position()`` is known all the same)."""
         if self._fatal is not None:
             raise KafkaError(f"the consumer's fetcher failed: {self._fatal!r}") from self._fatal
         if self._errors:
@@ -187,6 +191,8 @@ class Fetcher:
                 ):
                     del self._partition_errors[tp]  # seeked or reassigned since
                 elif partitions is None or tp in partitions:
+                    if not data and isinstance(exc, UndecodableBatchError):
+                        continue
                     if isinstance(exc, OffsetOutOfRangeConsumerError):
                         out_of_range[tp] = position
                     else:
@@ -235,6 +241,15 @@ class Fetcher:
                     if fd.error is not None:
                         error = fd.error
                         self._drop(tp)
+                        if isinstance(error, UndecodableBatchError):
+                            # raised by every call (and not fetched) until a seek: a
+                            # refetch would only bring the same bytes back
+                            self._partition_errors[tp] = (
+                                state,
+                                state.seeks,
+                                fd.next_offset,
+                                error,
+                            )
                         break
                     if not queue:
                         del buffer[tp]
@@ -263,10 +278,10 @@ class Fetcher:
         if self.metrics is not None and out:
             self.metrics.drained(max_records - remaining)
         if error is not None:
-            if out:
-                self._errors.append(error)
-            else:
+            if not out:
                 raise error
+            if not isinstance(error, UndecodableBatchError):
+                self._errors.append(error)  # a partition error is raised next anyway
         return out
 
     def _record_handed(self, tp: TopicPartition, state: PartitionState, count: int) -> None:

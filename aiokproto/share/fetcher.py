@@ -517,13 +517,23 @@ class ShareFetcher:
         spans = [Acquired(a.first_offset, a.last_offset, a.delivery_count) for a in ranges]
         if not spans:
             return
-        records, gaps = acquired_records(
+        records, gaps, undecodable = acquired_records(
             data, spans, tp.topic, tp.partition, check_crc=self._config.check_crcs
         )
         self.book.acquired(tp, node, [r.offset for r in records])
         self.book.acquired(tp, node, gaps)
         for offset in gaps:
             self.book.acknowledge(tp, offset, AcknowledgeType.GAP)
+        for bad in undecodable:
+            # Rejected, not released: the bytes are the broker's, so every member
+            # fails on them the same way (a bad CRC, a codec id no Kafka defines, a
+            # record cut short); released, they would bounce between members, an
+            # error each time, until the delivery count limit archived them anyway.
+            self.book.acquired(tp, node, bad.offsets)
+            for offset in bad.offsets:
+                self.book.acknowledge(tp, offset, AcknowledgeType.REJECT)
+            log.warning("share group %r: %s", self._config.group_id, bad.error)
+            self._signals.fail(bad.error)
         if records:
             self.buffer.append((tp, node, records, expires))
             self._buffered[node] = self._buffered.get(node, 0) + len(records)

@@ -1,5 +1,6 @@
 """Share fetch answers into ``ShareRecord``s: only the acquired offsets, the rest of
-the acquired ranges as gaps (pure, no I/O)."""
+the acquired ranges as gaps, and the acquired offsets of batches that cannot be decoded
+(pure, no I/O)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from typing import Generic, NamedTuple
 
 from aiokproto._generic import K, V
 from aiokproto.consumer.decode import decode_legacy, decode_v2
+from aiokproto.consumer.errors import UndecodableBatchError
+from aiokproto.consumer.fetched import DECODE_ERRORS, undecodable
 from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.records.batch_v2 import RecordBatch
 from aiokproto.records.reader import BatchReader
 from aiokproto.records.record import Headers
+from aiokproto.structs import TopicPartition
 
 
 class ShareRecord(NamedTuple, Generic[K, V]):
@@ -32,6 +36,13 @@ class ShareRecord(NamedTuple, Generic[K, V]):
     delivery_count: int = 1
 
 
+class Undecodable(NamedTuple):
+    """A batch the member could not decode, and the acquired offsets in it."""
+
+    error: UndecodableBatchError
+    offsets: list[int]
+
+
 class Acquired(NamedTuple):
     first: int
     last: int
@@ -45,37 +56,57 @@ def acquired_records(
     partition: int,
     *,
     check_crc: bool = True,
-) -> tuple[list[ShareRecord], list[int]]:
-    """(records in acquired ranges, acquired offsets with no record: the gaps)."""
+) -> tuple[list[ShareRecord], list[int], list[Undecodable]]:
+    """(records in acquired ranges, acquired offsets with no record: the gaps, the
+    batches that could not be decoded with their acquired offsets: to be rejected)."""
     counts: dict[int, int] = {}
     for first, last, delivery_count in ranges:
         for offset in range(first, last + 1):
             counts[offset] = delivery_count
     if not counts:
-        return [], []
+        return [], [], []
     out: list[ShareRecord] = []
+    bad: list[Undecodable] = []
     if data:
         view = memoryview(data)
         reader = BatchReader(view, check_crc=check_crc)
         low, high = min(counts), max(counts)
         while True:
             start = reader.consumed
-            batch = next(reader, None)
-            if batch is None:
-                break
             recs: list[ConsumerRecord]
-            if isinstance(batch, RecordBatch):
-                if batch.next_offset <= low or batch.base_offset > high:
-                    continue  # nothing acquired in it
-                if batch.is_control:
-                    continue  # a transaction marker: its offset stays a gap
-                recs = decode_v2(batch, view[start : reader.consumed], topic, partition)
-            else:
-                recs = decode_legacy(batch, topic, partition)
+            try:
+                batch = next(reader, None)
+                if batch is None:
+                    break
+                if isinstance(batch, RecordBatch):
+                    if batch.next_offset <= low or batch.base_offset > high:
+                        continue  # nothing acquired in it
+                    if batch.is_control:
+                        continue  # a transaction marker: its offset stays a gap
+                    recs = decode_v2(batch, view[start : reader.consumed], topic, partition)
+                else:
+                    recs = decode_legacy(batch, topic, partition)
+            except DECODE_ERRORS as exc:
+                tp = TopicPartition(topic, partition)
+                error = undecodable(tp, view[start:], None, exc, at_least=low)
+                # the header gives the batch's end, or (unreadable) nothing after it
+                # can be found: every acquired offset from its start is undecodable
+                end = high if error.last_offset is None else error.last_offset
+                offsets = sorted(o for o in counts if error.first_offset <= o <= end)
+                if offsets:
+                    bad.append(Undecodable(error, offsets))
+                if error.last_offset is None:
+                    break
+                if reader.consumed == start:  # it failed in the reader: step over it
+                    size = int.from_bytes(view[start + 8 : start + 12], "big") + 12
+                    view = view[start + size :]
+                    reader = BatchReader(view, check_crc=check_crc)
+                continue
             for r in recs:
                 count = counts.get(r.offset)
                 if count is not None:
                     out.append(ShareRecord(*r, count))
     seen = {r.offset for r in out}
+    seen.update(o for u in bad for o in u.offsets)
     gaps = sorted(o for o in counts if o not in seen)
-    return out, gaps
+    return out, gaps, bad

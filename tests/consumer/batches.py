@@ -81,3 +81,37 @@ def gapped_batch(base_offset: int, deltas: list[int], last_offset_delta: int) ->
     )
     struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
     return bytes(out)
+
+
+def with_crc(data: bytes | bytearray) -> bytes:
+    """A v2 batch with its CRC-32C recomputed (so a change behind the CRC is reached)."""
+    out = bytearray(data)
+    out[17:21] = struct.pack(">I", crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def undecodable(kind: str, base_offset: int, values: list[bytes]) -> bytes:
+    """A v2 batch (offsets ``base_offset`` .. + len(values) - 1) with one defect:
+    ``codec5``/``codec6``/``codec7`` an unknown compression id under a valid CRC,
+    ``crc`` a failing CRC, ``short`` a record count above the records present, ``record``
+    a record whose key length overruns it, both under a valid CRC."""
+    good = bytearray(batch(base_offset, values))
+    if kind.startswith("codec"):
+        good[22] = (good[22] & ~0x07) | int(kind[-1])
+        return with_crc(good)
+    if kind == "crc":
+        good[-1] ^= 0xFF
+        return bytes(good)
+    if kind == "short":
+        count = struct.unpack_from(">i", good, HEADER_SIZE - 4)[0]
+        struct.pack_into(">i", good, HEADER_SIZE - 4, count + 1)
+        return with_crc(good)
+    if kind == "record":
+        # first record: length varint, attributes byte, timestamp delta, offset delta,
+        # then the key length: make it claim far more bytes than the record has
+        body = bytes(good[HEADER_SIZE:])
+        pos = 1 + 1 + 1 + 1  # one-byte varints for these small records
+        assert body[pos] == 1  # varint -1: a null key
+        good[HEADER_SIZE + pos] = 0x7E  # varint 63
+        return with_crc(good)
+    raise ValueError(kind)

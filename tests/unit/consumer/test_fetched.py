@@ -3,19 +3,26 @@ compaction gaps, cut-off batches, lazy decoding, and the decoder against read_ba
 
 from __future__ import annotations
 
+import pickle
+import random
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from aiokproto.consumer.decode import decode_legacy, decode_v2
+from aiokproto.consumer.errors import UndecodableBatchError
 from aiokproto.consumer.fetched import FetchedData, first_batch_size, scan_end
 from aiokproto.consumer.record import ConsumerRecord
 from aiokproto.consumer.subscription import PartitionState
 from aiokproto.consumer.transactions import AbortedFilter
-from aiokproto.errors import CorruptRecordError
+from aiokproto.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from aiokproto.protocol.varint import encode_varint
 from aiokproto.records import LegacyMessageSetBuilder, RecordBatchBuilder, read_batches
-from aiokproto.records.batch_v2 import RecordBatch
+from aiokproto.records.batch_v2 import HEADER_SIZE, RecordBatch
+from aiokproto.share.records import Acquired, acquired_records
 from aiokproto.structs import TopicPartition
-from tests.consumer.batches import batch, gapped_batch, marker
+from tests.consumer.batches import batch, gapped_batch, marker, undecodable, with_crc
 from tests.records.strategies import RECORDS, codecs, record, timestamps
 
 TP = TopicPartition("t", 0)
@@ -249,3 +256,91 @@ def test_scan_end_refuses_impossible_offsets() -> None:
     assert scan_end(batch((1 << 63) - 1, 0)) == (-1, -1)
     assert scan_end(batch(-5, 0)) == (-1, -1)
     assert scan_end(batch(10, -3)) == (-1, -1)
+
+
+DEFECTS = ["codec5", "codec6", "codec7", "crc", "short", "record"]
+
+
+@pytest.mark.parametrize("kind", DEFECTS)
+def test_an_undecodable_batch_stops_hand_out_every_time(kind: str) -> None:
+    # records before it are handed out; then it is reported, never stepped over
+    fd = fetched(batch(0, [b"a", b"b"]) + undecodable(kind, 2, [b"c", b"d"]) + batch(4, [b"e"]))
+    assert [r.value for r in fd.take(10)] == [b"a", b"b"]
+    assert fd.next_offset == 2
+    assert fd.take(10) == [] and fd.exhausted
+    err = fd.error
+    assert isinstance(err, UndecodableBatchError) and isinstance(err, CorruptRecordError)
+    assert (err.tp, err.first_offset, err.last_offset, err.position) == (TP, 2, 3, 2)
+    assert "t-0 offsets 2-3" in str(err) and "seek to 4" in str(err)
+    if kind.startswith("codec"):
+        assert isinstance(err.cause, UnsupportedCompressionTypeError)
+        assert f"compression codec {kind[-1]}" in str(err) and "newer request" not in str(err)
+    assert str(pickle.loads(pickle.dumps(err))) == str(err)  # args rebuild it
+    for _ in range(3):  # asked again: still nothing past it, the position stays
+        assert fd.take(10) == [] and fd.next_offset == 2 and fd.error is err
+
+
+def test_an_undecodable_first_batch_keeps_the_fetch_offset() -> None:
+    fd = fetched(undecodable("codec7", 5, [b"x"]) + batch(6, [b"y"]), offset=5)
+    assert fd.take(10) == [] and fd.next_offset == 5
+    assert isinstance(fd.error, UndecodableBatchError)
+    assert (fd.error.first_offset, fd.error.last_offset) == (5, 5)
+
+
+@pytest.mark.parametrize("field", ["magic", "length"])
+def test_an_unreadable_header_after_good_batches_loses_no_record(field: str) -> None:
+    bad = bytearray(batch(2, [b"c"]))
+    if field == "magic":
+        bad[16] = 9
+    else:
+        bad[8:12] = (3).to_bytes(4, "big")
+    fd = fetched(batch(0, [b"a", b"b"]) + bytes(bad))
+    assert [r.value for r in fd.take(10)] == [b"a", b"b"]
+    # looking at what follows must not raise (the records above were handed out)
+    assert not fd.exhausted
+    assert fd.take(10) == [] and fd.exhausted and fd.next_offset == 2
+    err = fd.error
+    assert isinstance(err, UndecodableBatchError)
+    assert (err.first_offset, err.last_offset, err.position) == (2, None, 2)
+    assert "header unreadable" in str(err)
+
+
+@pytest.mark.parametrize("delta", [-56, 2, 18])
+def test_a_record_offset_outside_its_batch_stops_hand_out(delta: int) -> None:
+    # a valid CRC over a record whose offset delta leaves the batch (0..1): handed
+    # out, take(1) would have moved the position to 19 over records 1..4
+    raw = bytearray(batch(0, [b"a", b"b"]))
+    rec = HEADER_SIZE  # first record: length, attributes, timestamp delta, offset delta
+    assert raw[rec + 3] == 0
+    (raw[rec + 3],) = encode_varint(delta)  # one byte for these deltas, as before
+    fd = fetched(with_crc(raw) + batch(2, [b"c"]))
+    assert fd.take(1) == [] and fd.next_offset == 0
+    assert isinstance(fd.error, UndecodableBatchError)
+    assert (fd.error.first_offset, fd.error.last_offset) == (0, 1)
+    assert "outside the batch" in str(fd.error)
+
+
+def test_mutated_batches_never_raise_from_take_nor_move_past_an_error() -> None:
+    # seeded: 2,000 buffers with 1-3 bytes changed behind the offset/length fields,
+    # the CRC recomputed in most so the record code is reached
+    rng = random.Random(34)
+    good = [batch(0, [b"a", b"b"]), batch(2, [b"c" * 30, b"d"]), batch(4, [b"e"])]
+    errors = 0
+    for _ in range(2000):
+        k = rng.randrange(3)
+        bad = bytearray(good[k])
+        for _ in range(rng.randint(1, 3)):
+            bad[rng.randrange(16, len(bad))] = rng.randrange(256)
+        if rng.random() < 0.7 and bad[16] == 2:
+            bad = bytearray(with_crc(bad))
+        data = b"".join(bytes(bad) if j == k else good[j] for j in range(3))
+        fd = fetched(data)
+        got = [r.offset for _ in range(8) for r in fd.take(rng.randint(1, 3))]
+        if fd.error is not None:
+            errors += 1
+            assert isinstance(fd.error, UndecodableBatchError)
+            assert all(o < fd.next_offset for o in got)
+            stop = fd.next_offset
+            assert fd.take(10) == [] and fd.exhausted and fd.next_offset == stop
+        acquired_records(data, [Acquired(0, 4, 1)], "t", 0)  # never raises either
+    assert errors > 500  # the mutations did reach the error paths

@@ -12,7 +12,7 @@ import pytest
 from aiokproto.cluster.snapshot import BrokerInfo, ClusterSnapshot, PartitionInfo, TopicInfo
 from aiokproto.config import split_options
 from aiokproto.consumer.consumer_config import ConsumerConfig
-from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError
+from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError, UndecodableBatchError
 from aiokproto.consumer.fetcher import Fetcher
 from aiokproto.consumer.session import FetchSession
 from aiokproto.consumer.subscription import SubscriptionState
@@ -25,7 +25,7 @@ from aiokproto.protocol.messages.fetch import (
     FetchResponsePartitionData,
 )
 from aiokproto.structs import TopicPartition
-from tests.consumer.batches import batch
+from tests.consumer.batches import batch, undecodable
 
 TOPIC_ID = uuid.uuid4()
 TP = TopicPartition("t", 0)
@@ -164,6 +164,38 @@ async def test_final_error_is_raised_to_the_application() -> None:
     respond(fetcher, subs, error_code=29)  # TOPIC_AUTHORIZATION_FAILED
     with pytest.raises(Exception, match="TopicAuthorizationFailed"):
         fetcher.drain(10)
+
+
+@pytest.mark.parametrize("kind", ["codec7", "crc", "record"])
+async def test_an_undecodable_batch_is_raised_on_every_call_until_a_seek(kind: str) -> None:
+    fetcher, subs, _ = make()
+    records = batch(0, [b"a", b"b"]) + undecodable(kind, 2, [b"c", b"d"]) + batch(4, [b"e"])
+    respond(fetcher, subs, records=records)
+    got = fetcher.drain(10)
+    assert [r.value for r in got[TP]] == [b"a", b"b"]  # what precedes it comes first
+    for _ in range(3):
+        with pytest.raises(UndecodableBatchError) as info:
+            fetcher.drain(10)
+        assert (info.value.tp, info.value.first_offset, info.value.last_offset) == (TP, 2, 3)
+        assert subs.position(TP) == 2
+        assert fetcher._routes()[0] == {}  # not fetched again while it stands
+    fetcher.drain(10, partitions=[TopicPartition("other", 0)])  # only where it is asked
+    subs.seek(TP, 2)  # the same position, sought again: fetched and reported again
+    assert fetcher.drain(10) == {}
+    assert fetcher._routes()[0][1][TP].fetch_offset == 2
+    subs.seek(TP, info.value.last_offset + 1)  # past it: consumption goes on
+    respond(fetcher, subs, records=batch(4, [b"e"]))
+    assert [r.value for r in fetcher.drain(10)[TP]] == [b"e"]
+    assert subs.position(TP) == 5
+
+
+async def test_an_undecodable_batch_alone_is_raised_at_once() -> None:
+    fetcher, subs, _ = make()
+    respond(fetcher, subs, records=undecodable("codec6", 0, [b"a"]) + batch(1, [b"b"]))
+    for _ in range(2):
+        with pytest.raises(UndecodableBatchError, match=r"t-0 offsets 0-0"):
+            fetcher.drain(10)
+    assert subs.position(TP) == 0
 
 
 async def reader_waiting(fetcher: Fetcher) -> asyncio.Task[bool]:
