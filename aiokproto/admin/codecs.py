@@ -57,6 +57,9 @@ def __getattr__(name: str) -> ModuleType:
     """The module ``name``, lazily, kept here so later reads skip this call."""
     if name.startswith("__"):  # copy, pickle and friends probe for dunders
         raise AttributeError(name)
-    module = message_module(name)
+    try:
+        module = message_module(name)
+    except ImportError as exc:  # hasattr() and getattr(..., default) expect this
+        raise AttributeError(f"no generated codec {name!r}", name=name) from exc
     globals()[name] = module
     return module

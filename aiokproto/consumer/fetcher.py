@@ -193,6 +193,8 @@ class Fetcher:
                 elif partitions is None or tp in partitions:
                     if not data and isinstance(exc, UndecodableBatchError):
                         continue
+                    if state.paused and isinstance(exc, UndecodableBatchError):
+                        continue  # kept for resume(); the other partitions flow (Java's)
                     if isinstance(exc, OffsetOutOfRangeConsumerError):
                         out_of_range[tp] = position
                     else:

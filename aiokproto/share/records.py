@@ -66,20 +66,30 @@ def acquired_records(
     if not counts:
         return [], [], []
     out: list[ShareRecord] = []
-    bad: list[Undecodable] = []
+    # undecodable stretches: (error, first offset it may hold, end or None if unknown).
+    # A bad batch's own offsets are not trusted (its base offset is outside the CRC):
+    # it holds what lies between the last good batch before it and the next good one.
+    spans: list[tuple[UndecodableBatchError, int, int | None]] = []
     if data:
         view = memoryview(data)
         reader = BatchReader(view, check_crc=check_crc)
         low, high = min(counts), max(counts)
+        next_ok = low  # the offset after the last batch read whole
+        open_span: tuple[UndecodableBatchError, int] | None = None
         while True:
-            start = reader.consumed
+            start, before = reader.consumed, next_ok
             recs: list[ConsumerRecord]
             try:
                 batch = next(reader, None)
                 if batch is None:
                     break
+                base, following = batch.base_offset, batch.next_offset
+                if open_span is not None:
+                    spans.append((*open_span, base))
+                    open_span = None
+                next_ok = max(next_ok, following)
                 if isinstance(batch, RecordBatch):
-                    if batch.next_offset <= low or batch.base_offset > high:
+                    if following <= low or base > high:
                         continue  # nothing acquired in it
                     if batch.is_control:
                         continue  # a transaction marker: its offset stays a gap
@@ -87,16 +97,12 @@ def acquired_records(
                 else:
                     recs = decode_legacy(batch, topic, partition)
             except DECODE_ERRORS as exc:
-                tp = TopicPartition(topic, partition)
-                error = undecodable(tp, view[start:], None, exc, at_least=low)
-                # the header gives the batch's end, or (unreadable) nothing after it
-                # can be found: every acquired offset from its start is undecodable
-                end = high if error.last_offset is None else error.last_offset
-                offsets = sorted(o for o in counts if error.first_offset <= o <= end)
-                if offsets:
-                    bad.append(Undecodable(error, offsets))
-                if error.last_offset is None:
-                    break
+                if open_span is None:
+                    tp = TopicPartition(topic, partition)
+                    error = undecodable(tp, view[start:], None, exc, at_least=low)
+                    open_span = (error, before)
+                if open_span[0].last_offset is None:
+                    break  # where it ends is unknown: nothing after it can be found
                 if reader.consumed == start:  # it failed in the reader: step over it
                     size = int.from_bytes(view[start + 8 : start + 12], "big") + 12
                     view = view[start + size :]
@@ -106,7 +112,18 @@ def acquired_records(
                 count = counts.get(r.offset)
                 if count is not None:
                     out.append(ShareRecord(*r, count))
+        if open_span is not None:
+            spans.append((*open_span, None))
     seen = {r.offset for r in out}
-    seen.update(o for u in bad for o in u.offsets)
+    bad: list[Undecodable] = []
+    for error, first, stop in spans:
+        offsets = sorted(
+            o for o in counts if o >= first and (stop is None or o < stop) and o not in seen
+        )
+        if offsets:
+            seen.update(offsets)
+            end = None if error.last_offset is None else offsets[-1]
+            named = UndecodableBatchError(error.tp, offsets[0], end, None, error.cause)
+            bad.append(Undecodable(named, offsets))
     gaps = sorted(o for o in counts if o not in seen)
     return out, gaps, bad

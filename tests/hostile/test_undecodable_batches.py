@@ -38,26 +38,30 @@ from tests.hostile.test_error_floods import _share_member as share_member
 TP = TopicPartition(TOPIC, 0)
 
 
-def _serving(log: list[bytes]) -> FakeBroker:
-    """One broker leading t-0, whose log is ``log`` (whole batches, in offset order)."""
-    spans = []
-    for raw in log:
-        first = int.from_bytes(raw[0:8], "big")
-        spans.append((first, first + int.from_bytes(raw[23:27], "big"), raw))
-    end = spans[-1][1] + 1
+def _serving(log: list[bytes] | dict[int, list[bytes]]) -> FakeBroker:
+    """One broker leading t-0 (and t-1...), whose log is ``log`` (whole batches, in
+    offset order; a dict: one log per partition)."""
+    logs = log if isinstance(log, dict) else {0: log}
+    spans: dict[int, list[tuple[int, int, bytes]]] = {}
+    for partition, batches in logs.items():
+        spans[partition] = []
+        for raw in batches:
+            first = int.from_bytes(raw[0:8], "big")
+            spans[partition].append((first, first + int.from_bytes(raw[23:27], "big"), raw))
 
     async def script(rec: Received) -> Reply | None:
         if rec.api_key == 3:
-            return Reply(response=metadata_naming(fake, {TOPIC: TOPIC_ID}))
+            return Reply(response=metadata_naming(fake, {TOPIC: TOPIC_ID}, partitions=len(logs)))
         if rec.api_key != 1:
             return None
         parts = []
         for topic in rec.request.topics:
             for p in topic.partitions:
-                data = b"".join(raw for _, last, raw in spans if last >= p.fetch_offset)
+                ours = spans[p.partition]
+                data = b"".join(raw for _, last, raw in ours if last >= p.fetch_offset)
                 parts.append(
                     FetchResponsePartitionData(
-                        partition_index=p.partition, high_watermark=end, records=data
+                        partition_index=p.partition, high_watermark=ours[-1][1] + 1, records=data
                     )
                 )
         if not any(p.records for p in parts):
@@ -104,6 +108,39 @@ async def test_the_consumer_stops_at_an_undecodable_batch_until_a_seek(kind: str
         rec = await asyncio.wait_for(consumer.getone(), 5)
         assert (rec.offset, rec.value) == (4, b"e")
         assert await consumer.position(TP) == 5
+
+
+async def test_pausing_the_stuck_partition_lets_the_others_flow() -> None:
+    """As Java's: a paused partition's undecodable batch is not raised (the others are
+    handed out); resume() raises it again. Before, every getmany() kept raising it."""
+    other = TopicPartition(TOPIC, 1)
+    logs = {
+        0: [batch(0, [b"a"]), undecodable("crc", 1, [b"x", b"y"]), batch(3, [b"z"])],
+        1: [batch(i, [b"p"]) for i in range(30)],
+    }
+    async with _serving(logs) as fake, Consumer(
+        bootstrap_servers=fake.bootstrap, fetch_max_wait_ms=50
+    ) as consumer:
+        consumer.assign([TP, other])
+        consumer.seek(TP, 0)
+        consumer.seek(other, 0)
+        got: dict[TopicPartition, int] = {TP: 0, other: 0}
+        with pytest.raises(UndecodableBatchError):
+            for _ in range(50):
+                for tp, recs in (await consumer.getmany(timeout_ms=200, max_records=3)).items():
+                    got[tp] += len(recs)
+        assert got[TP] == 1
+        consumer.pause(TP)
+        for _ in range(60):
+            if got[other] == 30:
+                break
+            for tp, recs in (await consumer.getmany(timeout_ms=200, max_records=3)).items():
+                got[tp] += len(recs)
+        assert got == {TP: 1, other: 30}
+        consumer.resume(TP)
+        with pytest.raises(UndecodableBatchError):
+            await consumer.getmany(timeout_ms=200)
+        assert await consumer.position(TP) == 1
 
 
 def _share_serving(data: bytes, first: int, last: int) -> FakeBroker:

@@ -21,8 +21,11 @@ def test_a_codec_is_imported_on_its_first_read_and_kept() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_a_name_without_a_codec_is_an_import_error_and_dunders_are_absent() -> None:
-    with pytest.raises(ImportError, match="no_such_api"):
+def test_a_name_without_a_codec_is_an_attribute_error_and_dunders_are_absent() -> None:
+    with pytest.raises(AttributeError, match="no_such_api") as info:
         codecs.no_such_api  # noqa: B018
+    assert isinstance(info.value.__cause__, ImportError)
+    assert not hasattr(codecs, "no_such_api")
+    assert getattr(codecs, "_private", None) is None
     with pytest.raises(AttributeError):
         codecs.__wrapped__  # noqa: B018

@@ -137,3 +137,30 @@ def test_acquired_records_an_undecodable_batch_outside_the_ranges_is_no_error() 
     data = undecodable("crc", 0, [b"a"]) + batch(1, [b"b"])
     records, gaps, bad = acquired_records(data, [Acquired(1, 1, 1)], "t", 0)
     assert [r.offset for r in records] == [1] and gaps == [] and bad == []
+
+
+@pytest.mark.parametrize("base", [0, 1, 10**6])
+def test_a_bad_batchs_own_offsets_are_not_trusted(base: int) -> None:
+    """Its base offset is outside the CRC: what it holds is what lies between the good
+    batches around it, never a record already handed out, never a gap."""
+    bad = bytearray(batch(1, [b"b"]))
+    bad[16] = 9  # magic: the header is unreadable
+    bad[0:8] = base.to_bytes(8, "big")
+    data = batch(0, [b"a"]) + bytes(bad) + batch(2, [b"c"])
+    records, gaps, undecodable_ = acquired_records(data, [Acquired(0, 2, 1)], "t", 0)
+    assert [r.offset for r in records] == [0] and gaps == []
+    ((error, offsets),) = undecodable_
+    assert offsets == [1, 2] and error.first_offset == 1
+
+
+@pytest.mark.parametrize("base", [0, 10**6])
+def test_a_bad_batch_with_a_readable_header_holds_what_lies_between_good_ones(
+    base: int,
+) -> None:
+    bad = bytearray(undecodable("crc", 2, [b"c", b"d"]))
+    bad[0:8] = base.to_bytes(8, "big")  # not covered by the CRC
+    data = batch(0, [b"a", b"b"]) + bytes(bad) + batch(4, [b"e"])
+    records, gaps, undecodable_ = acquired_records(data, [Acquired(0, 4, 1)], "t", 0)
+    assert [r.offset for r in records] == [0, 1, 4] and gaps == []
+    ((error, offsets),) = undecodable_
+    assert offsets == [2, 3] and (error.first_offset, error.last_offset) == (2, 3)
