@@ -171,15 +171,21 @@ test-spark-matrix: $(foreach v,$(SPARK_VERSIONS),$(SPARK_VENVS)/$(v)/.installed)
 	echo -e "== test-spark-matrix$$summary"; exit $$failed
 
 # The fault-injection suite at full size: leader bounces, group churn, outages, network
-# faults, protocol fuzzing (make test runs a time-boxed slice of the same tests).
+# faults, protocol fuzzing (make test runs a time-boxed slice of the same tests); then
+# the codec's differential fuzz again at full size on the sanitizer build.
 faults: venv jars
 	AIOKPROTO_FAULTS=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/faults $(PYTEST_ARGS)
+	AIOKPROTO_FAULTS=full $(MAKE) --no-print-directory sanitize \
+		SANITIZE_TESTS=tests/faults/test_codec_differential.py PYTEST_ARGS=-rA
 
 # The native code (aiokproto/_accel.c, aiokproto/spark/_arrow.c) built with
 # AddressSanitizer and UndefinedBehaviorSanitizer into a copy of the package under
 # build/sanitize (the in-place build is untouched), then the records tests (the
 # compiled-against-Python equality tests among them), the producer's and consumer's unit
-# tests and the Arrow builder's tests (when pyarrow is installed) run on it. Python itself is not
+# tests, the Arrow builder's tests (when pyarrow is installed) and the slice of the
+# seeded differential fuzz (tests/faults/test_codec_differential.py: the decoder on
+# mutated batches, the encoder and murmur2 on odd input, each against its Python
+# reference; make faults runs it at full size) run on it. Python itself is not
 # instrumented: libasan is preloaded, PYTHONMALLOC=malloc lets ASan see the objects'
 # memory (pymalloc pools hide a read of a freed bytearray), leaks are not reported
 # (the interpreter keeps memory to its exit), and any sanitizer report ends the run.
@@ -190,7 +196,8 @@ SANITIZE_DIR := build/sanitize
 SANITIZE_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=all
 SANITIZE_TESTS := tests/records tests/producer tests/consumer tests/unit/test_accel.py \
-	tests/unit/records tests/unit/producer tests/unit/consumer tests/spark/test_spark_arrow.py
+	tests/faults/test_codec_differential.py tests/unit/records tests/unit/producer \
+	tests/unit/consumer tests/spark/test_spark_arrow.py
 sanitize: venv
 	rm -rf $(SANITIZE_DIR) && mkdir -p $(SANITIZE_DIR)
 	tar --exclude='*.so' --exclude=__pycache__ -cf - aiokproto tests pyproject.toml \

@@ -258,6 +258,15 @@ class RecordBatchBuilder(_AppendState):
         """``append_many`` record by record: the reference for
         ``aiokproto._accel.append_records``, with the same types taken and the same
         roll back of a call refused midway."""
+        if headers:
+            _encode_headers(headers)  # bad headers refused first, as the compiled path
+        n = self._count
+        if n == _MAX_COUNT or (n and not -_MAX_OFFSET - 1 <= timestamp_ms - self._base_ts
+                               <= _MAX_OFFSET):
+            # as the compiled loop, before any record's types are looked at: the records
+            # start a batch of their own (no offset delta left, or no varlong holds the
+            # timestamp delta)
+            return 0
         buf = self._buf
         size = len(buf)
         state = (self._count, self._base_ts, self._max_ts, self._payload)

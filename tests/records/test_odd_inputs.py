@@ -281,6 +281,23 @@ def test_append_many_refused_midway_takes_back_its_records_alike(first: bool) ->
         assert [r.value for r in _records(b)] == ([] if first else [b"kept"]) + [b"z"]
 
 
+
+def test_append_many_checks_in_the_same_order_alike() -> None:
+    """Found by the differential fuzz (tests/faults/test_codec_differential.py): for
+    records that must start a batch of their own (no varlong holds the timestamp delta)
+    C returned 0 before looking at the keys' types and Python raised TypeError; and a bad
+    header raised in C (encoded before the loop) while Python returned 0. Both now
+    check the headers, then whether the records fit, then each record's types."""
+    for pure in (False, True):
+        b = RecordBatchBuilder()
+        b.append(-(2**63), None, b"first")
+        with _pure_append_many() if pure else _nothing():
+            bad_key: Any = [memoryview(b"k")]
+            assert b.append_many(2**62, bad_key, [b"v"], 0, 1) == 0
+            with pytest.raises(TypeError, match="header key must be a str"):
+                b.append_many(2**62, None, [b"v"], 0, 1, [(b"h", b"v")])  # type: ignore[list-item]
+        _unchanged(b, HEADER_SIZE + 12, 1)
+
 # -- defect 5: murmur2 and decode_records -----------------------------------------------
 
 
