@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-rebalance bench-share broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -26,6 +26,7 @@ help:
 	@echo "make test-spark-cluster - the Spark data source on a standalone cluster (faults too)"
 	@echo "make test-spark-big BIG_ROWS=N - N records streamed through the cluster in bounded triggers"
 	@echo "make bench-spark-cluster ROWS=N - Spark source/sink vs Spark's Kafka connector, standalone cluster"
+	@echo "make bench-many-topics - first send to each of 500 topics, beside librdkafka and aiokafka"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make bench-share - ShareConsumer vs Kafka's Java share consumer, one local broker"
 	@echo "make broker / broker-stop - keep a local single-node Kafka running (127.0.0.1:9092 if free)"
@@ -241,6 +242,14 @@ demo: $(DEMO_VENV)/.installed
 bench: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks --quick
+	$(PY) -m benchmarks.many_topics
+
+# The first send to each of 500 existing topics (10 partitions each), aiokproto beside
+# confluent-kafka and aiokafka, each in a fresh process with its defaults (also run by
+# make bench; about 2 minutes, most of it creating the topics)
+bench-many-topics: venv jars
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.many_topics $(BENCH_ARGS)
 
 # Two builds side by side in one run: this checkout ("aiokproto") and BASE (a git rev,
 # extracted to BENCH_BASE_DIR with its codec built in place: "aiokproto-base").

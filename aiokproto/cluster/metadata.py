@@ -6,6 +6,12 @@ snapshot is stale calls ``request_refresh()`` (fire and forget) or awaits
 request that arrives while one is on the wire gets the next one, because the answer
 on the wire may predate what the caller saw. Only the topics in use are asked for
 (``track``), unless a pattern subscription needs the full list.
+
+Newly tracked topics, and waits for particular topics (``wait_for(..., topics=)``), get
+a partial refresh that asks for those topics alone and merges the answer into the
+snapshot (KIP-526, as Java's producer): a service sending to 500 new topics one after
+another asked 500 times for every topic seen so far, and spent most of a minute
+decoding the answers.
 """
 
 from __future__ import annotations
@@ -147,6 +153,12 @@ class MetadataCache:
         self._retry_backoff_max = max(retry_backoff_ms, retry_backoff_max_ms) / 1000
         self._last_refresh = -math.inf  # loop time the last refresh ended
         self._last_asked: frozenset[str] | None = frozenset()  # None: all topics
+        # what the next refresh asks for: every tracked topic (anyone who saw staleness,
+        # and the max_age poll), else only the topics in _partial
+        self._full_wanted = True
+        self._partial: set[str] = set()
+        # tracked topics no request has asked about yet: they skip the back-off
+        self._unasked: set[str] = set()
         self._more = asyncio.Event()  # the next refresh asks for topics the last did not
         self._incomplete = 0  # refreshes in a row that left a tracked topic unusable
         self._auto_create = allow_auto_create_topics
@@ -220,14 +232,14 @@ class MetadataCache:
     # -- what to ask for ---------------------------------------------------------
 
     def track(self, topics: Iterable[str]) -> None:
-        new = False
+        new: list[str] = []
         for topic in topics:
-            new |= topic not in self._topics or self.snapshot.topics.get(topic) is None
+            if topic not in self._topics or self.snapshot.topics.get(topic) is None:
+                new.append(topic)
             self._topics[topic] = self._topics.get(topic, 0) + 1
         if new:
-            if self._asks_for_more():
-                self._more.set()
-            self.request_refresh()
+            self._unasked.update(new)
+            self.request_refresh(new)
 
     def untrack(self, topics: Iterable[str]) -> None:
         for topic in topics:
@@ -236,11 +248,11 @@ class MetadataCache:
                 self._topics[topic] = count
             else:
                 self._topics.pop(topic, None)
+                self._unasked.discard(topic)
 
     def want_all_topics(self, on: bool) -> None:
         self._all_topics += 1 if on else -1
         if on:
-            self._more.set()
             self.request_refresh()
 
     @property
@@ -314,8 +326,15 @@ class MetadataCache:
 
     # -- refreshing --------------------------------------------------------------
 
-    def request_refresh(self) -> None:
-        """Ask for a refresh soon; returns at once."""
+    def request_refresh(self, topics: Iterable[str] | None = None) -> None:
+        """Ask for a refresh soon; returns at once. ``topics``: only these need fresh
+        metadata (a partial refresh, unless a full one is due anyway)."""
+        if topics is None:
+            self._full_wanted = True
+        else:
+            self._partial.update(topics)
+        if self._asks_for_more():
+            self._more.set()  # cuts a back-off wait short
         self._wake.set()
 
     async def refresh(self) -> ClusterSnapshot:
@@ -324,7 +343,7 @@ class MetadataCache:
             raise KafkaConnectionError("the metadata cache is not running (client closed?)")
         waiter: asyncio.Future[ClusterSnapshot] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        self._wake.set()
+        self.request_refresh()
         return await asyncio.shield(waiter)
 
     def apply_leader_hint(
@@ -343,17 +362,23 @@ class MetadataCache:
         return True
 
     async def wait_for(
-        self, predicate: Callable[[ClusterSnapshot], bool], timeout_s: float | None
+        self,
+        predicate: Callable[[ClusterSnapshot], bool],
+        timeout_s: float | None,
+        *,
+        topics: Iterable[str] | None = None,
     ) -> ClusterSnapshot:
         """Wait until a published snapshot satisfies ``predicate``, refreshing as needed
-        (``timeout_s`` None: as long as it takes)."""
+        (``timeout_s`` None: as long as it takes). ``topics``: the predicate looks at
+        these only, so refreshes for it ask for them alone."""
+        wanted = None if topics is None else tuple(topics)
         try:
             async with asyncio.timeout(timeout_s):
                 while not predicate(self.snapshot):
                     if self._closed:
                         raise KafkaConnectionError("the client was closed")
                     changed = self._changed
-                    self.request_refresh()
+                    self.request_refresh(wanted)
                     await changed.wait()
         except TimeoutError:
             detail = f" (last error: {self._last_error})" if self._last_error else ""
@@ -373,7 +398,7 @@ class MetadataCache:
                 async with asyncio.timeout(self._max_age):
                     await self._wake.wait()
             except TimeoutError:
-                pass
+                self._full_wanted = True  # metadata.max.age.ms: every tracked topic
             # Never two refreshes closer than retry_backoff unless topics were added
             # since the last one: a send() to a topic that does not exist asked again
             # after every answer, some 6,500 Metadata requests a second.
@@ -387,15 +412,20 @@ class MetadataCache:
                     pass
             self._wake.clear()
             waiters, self._waiters = self._waiters, []
+            full_wanted, self._full_wanted = self._full_wanted, False
+            partial, self._partial = self._partial, set()
             try:
                 try:
-                    snap = await self._refresh_once()
+                    snap = await self._refresh_once(None if full_wanted else partial)
                 finally:
                     self._last_refresh = loop.time()
             except asyncio.CancelledError:
                 self._waiters[:0] = waiters  # close() fails them with a typed error
                 raise
             except KafkaError as exc:
+                # whoever asked gets the error; what was asked for is asked again next
+                self._full_wanted |= full_wanted
+                self._partial |= partial
                 self._last_error = exc
                 self._refresh_failed(
                     f"metadata refresh failed: {exc}", kind="metadata refresh failed"
@@ -407,6 +437,8 @@ class MetadataCache:
                 await asyncio.sleep(self._retry_backoff)
                 continue
             except Exception as exc:  # a bug or an impossible answer: fail the callers
+                self._full_wanted |= full_wanted
+                self._partial |= partial
                 log.exception("metadata refresh failed unexpectedly")
                 error = KafkaError(f"metadata refresh failed unexpectedly: {exc!r}")
                 for w in waiters:
@@ -434,29 +466,46 @@ class MetadataCache:
             # Unknown or leaderless topics that are in use: poll again soon, backing off
             # up to retry_backoff_max while they stay so (a deleted topic would
             # otherwise be asked for ten times a second for as long as it is tracked).
-            if any(
-                self.topic_errors.get(t) or self.snapshot.topics.get(t) is None
-                for t in self._topics
-            ):
+            unusable = [
+                t for t in self._topics
+                if self.topic_errors.get(t) or self.snapshot.topics.get(t) is None
+            ]
+            if unusable:
                 delay = min(self._retry_backoff * 2**self._incomplete, self._retry_backoff_max)
                 self._incomplete = min(self._incomplete + 1, 30)
                 if self._poll_timer is not None:
                     self._poll_timer.cancel()  # one poll pending, not one per refresh
-                self._poll_timer = loop.call_later(delay, self._wake.set)
+                self._poll_timer = loop.call_later(delay, self.request_refresh, unusable)
             else:
                 self._incomplete = 0
 
     def _asks_for_more(self) -> bool:
-        """Whether the next refresh asks for topics the last one did not."""
-        last = self._last_asked
-        if last is None:
-            return False
-        return self._all_topics > 0 or not last.issuperset(self._topics)
+        """Whether the next refresh asks about topics no request has asked about yet
+        (newly tracked, or every topic for a new pattern subscription): only those skip
+        the back-off. Asking again about a topic (a NOT_LEADER, a missing topic polled)
+        waits for it, however the topics of the partial refreshes vary."""
+        if self._all_topics > 0:
+            return self._last_asked is not None
+        return bool(self._unasked)
 
-    async def _refresh_once(self) -> ClusterSnapshot:
+    async def _refresh_once(self, partial: set[str] | None) -> ClusterSnapshot:
+        """One Metadata round trip: every topic (a pattern subscription), every tracked
+        topic (``partial`` None), or the tracked topics of ``partial`` alone, merged
+        into the snapshot."""
         full = self._all_topics > 0
-        topics = None if full else sorted(self._topics)
+        if full:
+            topics = None
+        elif partial is None:
+            topics = sorted(self._topics)
+        else:
+            # a topic untracked since it was asked for needs nothing; nothing left:
+            # the brokers are still asked for (a wake-up always refreshes something)
+            topics = sorted(partial.intersection(self._topics))
         self._last_asked = None if topics is None else frozenset(topics)
+        if topics is None:
+            self._unasked.clear()
+        else:
+            self._unasked.difference_update(topics)
         request = MetadataRequest(
             topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=self._auto_create,
@@ -466,6 +515,11 @@ class MetadataCache:
         if top_error:
             raise for_code(top_error)("Metadata request")
         snap, errors = snapshot_from_response(self.snapshot, response, full=full)
+        if partial is not None and not full:
+            # the other topics' errors still stand: only these were asked about
+            kept = {t: code for t, code in self.topic_errors.items() if t not in partial}
+            kept.update(errors)
+            errors = kept
         self.topic_errors = errors
         self._publish(snap)
         return snap

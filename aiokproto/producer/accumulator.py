@@ -51,7 +51,8 @@ class DrainResult:
     def __init__(self) -> None:
         self.requests: list[tuple[int, list[ProducerBatch]]] = []
         self.next_wake: float | None = None  # loop time of the next linger/backoff/expiry
-        self.leaderless = False  # some ready batch has no known leader
+        # topics of ready batches with no known leader (a refresh asks for these alone)
+        self.leaderless: set[str] | None = None
         self.reset_wanted = False  # a partition waits for a new producer epoch
 
     def wake_at(self, when: float) -> None:
@@ -250,7 +251,9 @@ class Accumulator:
                 continue
             leader = leader_of(pq.topic, pq.partition)
             if leader is None:
-                result.leaderless = True
+                if result.leaderless is None:
+                    result.leaderless = set()
+                result.leaderless.add(pq.topic)
                 continue
             if pq.in_flight and pq.node != leader:
                 continue  # the leader moved: let what is in flight at the old one settle

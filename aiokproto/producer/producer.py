@@ -1117,7 +1117,7 @@ class Producer(StartStop, Generic[SK, SV]):
         snapshot = meta.snapshot
         if not known(snapshot):
             try:
-                snapshot = await meta.wait_for(known, self._max_block)
+                snapshot = await meta.wait_for(known, self._max_block, topics=(topic,))
             except KafkaConnectionError:
                 self._check_running()
                 raise

@@ -183,7 +183,7 @@ class Sender:
             if plan.reset_wanted and self._bump_task is None and not acc.transactional:
                 self._bump_task = loop.create_task(self._bump(), name="aiokproto-producer-bump")
             if plan.leaderless:
-                meta.request_refresh()
+                meta.request_refresh(plan.leaderless)
                 plan.wake_at(now + retry_backoff)
             waiter = self._waiter = loop.create_future()
             timer = None if plan.next_wake is None else loop.call_at(plan.next_wake, self.wake)
@@ -372,7 +372,7 @@ class Sender:
                     batch.topic, batch.partition, leader.leader_id, leader.leader_epoch, endpoints
                 )
             if not hint:
-                self._client.metadata.request_refresh()
+                self._client.metadata.request_refresh((batch.topic,))
         action = decide(
             code,
             idempotent=self._acc.idempotent,

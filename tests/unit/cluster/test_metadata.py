@@ -4,12 +4,14 @@ and a tracked topic that stays unknown is polled less and less often."""
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Callable
 
 import pytest
 
 from aiokproto.errors import KafkaTimeoutError
 from tests.clients import client_for
-from tests.fake_broker import FakeBroker, Received
+from tests.fake_broker import FakeBroker, Received, Reply, metadata_naming
 
 
 def _metadata_requests(fake: FakeBroker) -> int:
@@ -101,3 +103,139 @@ async def test_a_topic_tracked_during_the_backoff_cuts_it_short() -> None:
                 await fake.wait_received(asked_for_y)
             waiting.cancel()
     assert loop.time() - start < 1.0
+
+
+def _answer_asked(fake: FakeBroker) -> Callable[[Received], Reply | None]:
+    """Script: a Metadata request is answered with exactly the topics it asks for."""
+
+    def script(rec: Received) -> Reply | None:
+        if rec.api_key != 3:
+            return None
+        names = [t.name for t in rec.request.topics or ()]
+        ids = {name: uuid.uuid5(uuid.NAMESPACE_DNS, name) for name in names}
+        return Reply(response=metadata_naming(fake, ids, partitions=3))
+
+    return script
+
+
+def _asked(fake: FakeBroker) -> list[list[str]]:
+    return [[t.name for t in r.request.topics or ()] for r in fake.received if r.api_key == 3]
+
+
+async def test_new_topics_one_after_another_are_each_asked_for_alone() -> None:
+    # Before: the lookup of each new topic asked for every topic seen so far, and 500
+    # new topics cost 125,000 topic answers to decode (most of a minute of CPU).
+    async with FakeBroker() as fake:
+        fake.script = _answer_asked(fake)
+        client = client_for(fake.bootstrap, retry_backoff_ms=50)
+        async with client:
+            await client.metadata.refresh()
+            start = len(_asked(fake))
+            for i in range(40):
+                name = f"t{i}"
+                client.metadata.track([name])
+                await client.metadata.wait_for(lambda s, n=name: n in s.topics, 5.0,
+                                               topics=[name])
+            asked = _asked(fake)[start:]
+            snap = client.metadata.snapshot
+    assert asked == [[f"t{i}"] for i in range(40)]
+    assert sorted(snap.topics) == sorted(f"t{i}" for i in range(40))  # merged, none lost
+    assert all(len(info.partitions) == 3 for info in snap.topics.values())
+
+
+async def test_topics_tracked_together_share_one_partial_refresh() -> None:
+    async with FakeBroker() as fake:
+        fake.script = _answer_asked(fake)
+        client = client_for(fake.bootstrap, retry_backoff_ms=50)
+        async with client:
+            await client.metadata.refresh()
+            client.metadata.track(["old"])
+            await client.metadata.wait_for(lambda s: "old" in s.topics, 5.0, topics=["old"])
+            start = len(_asked(fake))
+            names = [f"n{i}" for i in range(200)]
+
+            async def first_send(name: str) -> None:
+                client.metadata.track([name])
+                await client.metadata.wait_for(lambda s: name in s.topics, 5.0,
+                                               topics=[name])
+
+            await asyncio.gather(*(first_send(n) for n in names))
+            asked = _asked(fake)[start:]
+            # a refresh for staleness (a NOT_LEADER, the max age) asks for every
+            # tracked topic again
+            await client.metadata.refresh()
+            full = _asked(fake)[-1]
+    assert len(asked) <= 3, [len(a) for a in asked]
+    assert sorted(t for a in asked for t in a) == sorted(names)  # "old" not asked again
+    assert sorted(full) == sorted(["old", *names])
+
+
+async def test_a_failed_partial_refresh_is_asked_again() -> None:
+    async with FakeBroker() as fake:
+        answer = _answer_asked(fake)
+        fail = [True]
+
+        def script(rec: Received) -> Reply | None:
+            if rec.api_key == 3 and any(t.name == "x" for t in rec.request.topics or ()) \
+                    and fail[0]:
+                fail[0] = False
+                return Reply(kind="close")
+            return answer(rec)
+
+        fake.script = script
+        client = client_for(fake.bootstrap, retry_backoff_ms=50)
+        async with client:
+            await client.metadata.refresh()
+            client.metadata.track(["x"])
+            await client.metadata.wait_for(lambda s: "x" in s.topics, 10.0, topics=["x"])
+    assert not fail[0]
+
+
+async def test_a_partial_answer_keeps_the_other_topics_errors() -> None:
+    async with FakeBroker() as fake:
+        answer = _answer_asked(fake)
+
+        def script(rec: Received) -> Reply | None:
+            names = [t.name for t in rec.request.topics or ()] if rec.api_key == 3 else []
+            if "gone" in names:
+                reply = answer(rec)
+                assert reply is not None and reply.response is not None
+                for topic in reply.response.topics:
+                    if topic.name == "gone":
+                        topic.error_code = 3  # UNKNOWN_TOPIC_OR_PARTITION
+                        topic.partitions = []
+                return reply
+            return answer(rec)
+
+        fake.script = script
+        client = client_for(fake.bootstrap, retry_backoff_ms=50)
+        async with client:
+            client.metadata.track(["gone"])
+            await client.metadata.wait_for(lambda s: client.metadata.unknown("gone"), 5.0)
+            client.metadata.track(["here"])
+            await client.metadata.wait_for(lambda s: "here" in s.topics, 5.0, topics=["here"])
+            assert client.metadata.unknown("gone")
+
+
+async def test_asking_again_about_varying_topics_waits_for_the_back_off() -> None:
+    # Review of the partial refreshes: produce errors naming a different topic each
+    # time (new topics' leaders settling) skipped the back-off, 145 requests in 2 s.
+    async with FakeBroker() as fake:
+        fake.script = _answer_asked(fake)
+        client = client_for(fake.bootstrap, retry_backoff_ms=300)
+        async with client:
+            names = [f"t{i}" for i in range(10)]
+            client.metadata.track(names)
+            await client.metadata.wait_for(lambda s: set(names) <= set(s.topics), 5.0)
+            start = len(_asked(fake))
+            for name in names:  # one a tick, as errors arrive
+                client.metadata.request_refresh([name])
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.4)
+            asked = _asked(fake)[start:]
+            # a topic tracked and untracked before any request asked about it does
+            # not leave the back-off skipped for good
+            client.metadata.track(["brief"])
+            client.metadata.untrack(["brief"])
+            assert not client.metadata._asks_for_more()
+    assert 1 <= len(asked) <= 3, asked  # 0.9 s at one per 0.3 s, not one per topic
