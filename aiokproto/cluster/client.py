@@ -66,6 +66,7 @@ class ClusterClient:
             allow_auto_create_topics=config.allow_auto_create_topics,
         )
         self.coordinators = CoordinatorCache(self)
+        self.metadata.add_refresh_listener(self._close_idle_bootstrap)
         self._conns: dict[_Key, BrokerConnection] = {}
         self._opening: dict[_Key, asyncio.Future[BrokerConnection]] = {}
         self._backoff: dict[int, Backoff] = {}
@@ -272,6 +273,19 @@ class ClusterClient:
         return brokers or list(self._bootstrap)
 
     # -- connections -----------------------------------------------------------
+
+    def _close_idle_bootstrap(self) -> None:
+        """Once metadata names the brokers, an idle connection to a bootstrap server (a
+        pseudo node id) is closed: requests go to brokers by node id, and it stayed open
+        beside the same broker's own connection for connections_max_idle_ms (one socket
+        more per client). Runs after every refresh, so one opened again for the fallback
+        (every broker unreachable) goes too."""
+        if not self.metadata.snapshot.brokers:
+            return
+        for key, conn in list(self._conns.items()):
+            if key[0] < 0 and not conn.in_flight:
+                del self._conns[key]
+                conn.close()
 
     async def connection(self, node_id: int, purpose: Purpose = "default") -> BrokerConnection:
         """An open connection to ``node_id`` for ``purpose`` (opened if needed)."""
