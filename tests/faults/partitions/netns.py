@@ -190,13 +190,20 @@ class Network:
         self.cuts_made += 1
 
     def partition(
-        self, group: Sequence[str], others: Sequence[str], port: int | None = None
+        self,
+        group: Sequence[str],
+        others: Sequence[str],
+        port: int | None = None,
+        *,
+        one_way: bool = False,
     ) -> None:
-        """Cut both directions between every host of ``group`` and every one of ``others``."""
+        """Cut every host of ``group`` from every one of ``others``: both directions, or
+        only what ``group`` sends when ``one_way``."""
         for a in group:
             for b in others:
                 self.cut(a, b, port)
-                self.cut(b, a, port)
+                if not one_way:
+                    self.cut(b, a, port)
 
     def lossy(self, percent: int) -> None:
         """Drop ``percent`` % of all frames between hosts, at random."""
