@@ -138,6 +138,7 @@ def check(history: History) -> Report:
         "unknown": sum(1 for t in history.txns if t.outcome == "unknown"),
         "output records": sum(len(rows) for rows in history.output_log.values()),
         "reads": len(history.reads),
+        "distinct reads": len({(r.partition, r.offset) for r in history.reads}),
     }
     return report
 
@@ -190,6 +191,11 @@ def _check_transactions(history: History, report: Report) -> dict[str, Txn]:
     writer: dict[str, Txn] = {}
     for txn in history.txns:
         for _, value in txn.outputs:
+            if value in writer:  # the workload names each attempt's values apart
+                raise ValueError(
+                    f"history: {value!r} written by transactions "
+                    f"{writer[value].number} and {txn.number}"
+                )
             writer[value] = txn
     in_output = {value for rows in history.output_log.values() for _, value in rows}
     for txn in history.txns:

@@ -7,7 +7,8 @@ frames between two hosts and nothing else: ``cut(a, b)`` drops what ``a`` sends 
 ``b`` (one direction: call it twice, or use ``partition``, for both), optionally only
 one TCP port (the controller listener); ``lossy(pct)`` drops that share of every frame
 at random. ``delay(ms)`` uses ``tc netem`` in each host namespace when the kernel has it
-(``netem_missing()`` says why not). The root namespace is never touched: no link, route
+(``netem_missing()`` says why not); ``throttle(host, kbit)`` makes a host's link slow
+(``tc tbf``). The root namespace is never touched: no link, route
 or rule is added there.
 
 Namespaces are named ``akpnet-<pid>-<host>``: ``remove_stale()`` deletes those of a run
@@ -119,7 +120,7 @@ class Network:
         self.rules: list[str] = []  # what is cut now, for the timeline
         self.cuts_made = 0
         self._made: list[str] = []
-        self._delayed: set[str] = set()
+        self._shaped: set[str] = set()
 
     def namespace(self, host: str) -> str:
         return f"{self.prefix}{host}"
@@ -210,7 +211,7 @@ class Network:
         self._rule(f"numgen random mod 100 < {percent}", f"loss {percent}%")
 
     def heal(self) -> None:
-        """Remove every cut and every loss rule (delays stay: see undelay)."""
+        """Remove every cut and every loss rule (delays and throttles stay: unshape)."""
         run([*self._nft_argv(), "flush", "chain", "bridge", _TABLE, _CHAIN])
         self.rules.clear()
 
@@ -224,20 +225,29 @@ class Network:
         run([*dev, "del", "dev", "eth0", "root"], check=False)
         return None
 
-    def delay(self, ms: int, jitter_ms: int = 0, hosts: Sequence[str] | None = None) -> None:
-        for host in hosts or list(self.hosts):
-            argv = ["ip", "netns", "exec", self.namespace(host), "tc", "qdisc", "replace",
-                    "dev", "eth0", "root", "netem", "delay", f"{ms}ms"]  # fmt: skip
-            if jitter_ms:
-                argv.append(f"{jitter_ms}ms")
-            run(argv)
-            self._delayed.add(host)
+    def _qdisc(self, host: str, *spec: str) -> None:
+        run(["ip", "netns", "exec", self.namespace(host), "tc", "qdisc", "replace",
+             "dev", "eth0", "root", *spec])  # fmt: skip
+        self._shaped.add(host)
 
-    def undelay(self) -> None:
-        for host in sorted(self._delayed):
+    def delay(self, ms: int, jitter_ms: int = 0, hosts: Sequence[str] | None = None) -> None:
+        """``tc netem`` delay on what ``hosts`` (default: all) send."""
+        for host in hosts or list(self.hosts):
+            self._qdisc(
+                host, "netem", "delay", f"{ms}ms", *([f"{jitter_ms}ms"] if jitter_ms else [])
+            )
+
+    def throttle(self, host: str, kbit: int) -> None:
+        """A slow link: what ``host`` sends leaves at ``kbit`` kbit/s (``tc tbf``;
+        packets queued for over 2 s are dropped), so its answers lag behind."""
+        self._qdisc(host, "tbf", "rate", f"{kbit}kbit", "burst", "16kb", "latency", "2000ms")
+
+    def unshape(self) -> None:
+        """Remove every delay and throttle."""
+        for host in sorted(self._shaped):
             run(["ip", "netns", "exec", self.namespace(host), "tc", "qdisc", "del",
                  "dev", "eth0", "root"], check=False)  # fmt: skip
-        self._delayed.clear()
+        self._shaped.clear()
 
 
 def wait_until(predicate: object, timeout: float, what: str, interval: float = 0.2) -> None:

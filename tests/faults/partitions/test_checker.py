@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.faults.partitions.checker import ANOMALIES, History, Read, Send, Txn, check
 
 
@@ -155,3 +157,10 @@ def test_the_history_survives_json() -> None:
     }
     again = History.from_json(json.loads(json.dumps(data)))
     assert again == h
+
+
+def test_a_history_naming_two_writes_alike_is_refused() -> None:
+    h = clean_history()
+    h.txns.append(Txn(4, ((0, 1, "c"),), ((0, "c@3"),), 13.0, "aborted"))
+    with pytest.raises(ValueError, match="written by transactions 3 and 4"):
+        check(h)

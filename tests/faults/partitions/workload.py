@@ -56,7 +56,8 @@ class Run:
         self.txns: list[dict[str, Any]] = []
         self.reads: list[dict[str, Any]] = []
         self.errors: list[str] = []  # client errors seen (expected under faults)
-        self.producing = True
+        self.txn_number = 0
+        self.served = False
         self.draining = False
 
     def note(self, where: str, exc: BaseException) -> None:
@@ -107,15 +108,17 @@ class Run:
     # -- consume-transform-produce -----------------------------------------------------
 
     async def serve(self) -> None:
-        number = 0
         while not (self.draining and await self._service_done()):
             try:
-                number = await self._serve_once(number)
-            except KafkaError as exc:
+                await self._serve_once()
+            except (KafkaError, TimeoutError) as exc:
                 self.note("service (starting over with new clients)", exc)
                 await asyncio.sleep(1.0)
+        self.served = True  # the output is complete: the readers may finish
 
-    async def _serve_once(self, number: int) -> int:
+    async def _serve_once(self) -> None:
+        """One consumer and transactional producer until the drain ends (returns) or a
+        transaction fails (raises: new clients start from the committed offsets)."""
         async with (
             Consumer(
                 INPUT,
@@ -136,13 +139,14 @@ class Run:
         ):
             while True:
                 if self.draining and await self._service_done():
-                    return number
+                    return
                 batch = await asyncio.wait_for(
                     consumer.getmany(timeout_ms=300, max_records=100), CALL_S
                 )
                 if not batch:
                     continue
-                number += 1
+                self.txn_number += 1  # never reused: an output value names its attempt
+                number = self.txn_number
                 txn: dict[str, Any] = {
                     "number": number,
                     "inputs": [
@@ -227,7 +231,7 @@ class Run:
                     session_timeout_ms=10_000,
                 ) as consumer:
                     consumer.subscribe([OUTPUT], listener=Sessions())
-                    while not (self.draining and await self._group_at_end("readers", OUTPUT)):
+                    while not (self.served and await self._group_at_end("readers", OUTPUT)):
                         batch = await asyncio.wait_for(consumer.getmany(timeout_ms=300), CALL_S)
                         now = time.monotonic()
                         for tp, recs in batch.items():
