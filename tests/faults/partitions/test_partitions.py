@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from aiokproto.testing import processes
 from tests.faults.chaos import evidence
 from tests.faults.partitions import netns
 from tests.faults.partitions.checker import History, check
@@ -194,21 +195,26 @@ def test_partitions_under_produce_transactions_and_group_consumption(
     began = time.monotonic()
     run_dir = tmp_path / "run"
     run_dir.mkdir()
+
+    def workload_log() -> str:
+        return (tmp_path / "workload.log").read_text(errors="replace")[-3000:]
+
     with netns.Network([*BROKERS, CLIENT]) as net:
         kafka = NetnsKafka(net, BROKERS, CLIENT, tmp_path / "kafka")
         child: subprocess.Popen[bytes] | None = None
         try:
             kafka.start()
-            log = (tmp_path / "workload.log").open("wb")
-            child = subprocess.Popen(
+            # spawn: the child dies with this process (PDEATHSIG) and at its exit
+            child = processes.spawn(
                 [*net.exec_argv(CLIENT), sys.executable, "-m", "tests.faults.partitions.workload",
                  "--bootstrap", kafka.bootstrap_servers, "--dir", str(run_dir),
                  "--max-seconds", str(fault_scale.pick(240, 1_200))],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                ROOT, tmp_path / "workload.log",
             )  # fmt: skip
             netns.wait_until(
                 lambda: (run_dir / "ready").exists() or child.poll() is not None, 90, "workload"
             )
+            assert child.poll() is None, f"workload exited:\n{workload_log()}"
             faults = Faults(net, kafka, run_dir, seed)
             time.sleep(plan.settle_s)  # traffic on a healthy cluster first
             for _ in range(plan.rounds):
@@ -216,13 +222,10 @@ def test_partitions_under_produce_transactions_and_group_consumption(
             faults.note("all healed: stop")
             (run_dir / "stop").touch()
             code = child.wait(timeout=fault_scale.pick(240, 1_200))
-            log.close()
-            output = (tmp_path / "workload.log").read_text(errors="replace")
-            assert code == 0, f"workload exit {code}:\n{output[-3000:]}\n{kafka.log_tail()}"
+            assert code == 0, f"workload exit {code}:\n{workload_log()}\n{kafka.log_tail()}"
         finally:
-            if child is not None and child.poll() is None:
-                child.kill()
-                child.wait(timeout=10)
+            if child is not None:
+                processes.kill(child)
             kafka.stop()
     data = json.loads((run_dir / "history.json").read_text())
     report = check(History.from_json(data))
