@@ -13,7 +13,7 @@ import pytest
 from tests.faults.partitions import netns
 
 REASON = netns.unsupported()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+needs_netns = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 SERVER = """
 import socket, sys
@@ -48,6 +48,7 @@ def talk(net: netns.Network, src: str, dst: str, port: int = 7001) -> str:
     return out.stdout.strip()
 
 
+@needs_netns
 def test_cuts_are_directional_and_heal() -> None:
     with netns.Network(["a", "b"]) as net:
         server = subprocess.Popen(
@@ -75,6 +76,7 @@ def test_cuts_are_directional_and_heal() -> None:
     assert not names & set(netns._namespaces())  # all gone, the server's included
 
 
+@needs_netns
 def test_a_crashed_runs_namespaces_are_removed_first() -> None:
     dead = subprocess.Popen(["true"])
     dead.wait(timeout=10)
@@ -90,3 +92,11 @@ def test_a_crashed_runs_namespaces_are_removed_first() -> None:
     finally:
         netns.run(["ip", "netns", "delete", mine], check=False)
         netns.run(["ip", "netns", "delete", stale], check=False)
+
+
+def test_the_skip_reason_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert netns.unsupported() == "needs root (CAP_NET_ADMIN) to create network namespaces"
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(netns.shutil, "which", lambda tool: None)
+    assert netns.unsupported() == "'ip' is not installed (Debian package iproute2: make netns-deps)"

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from aiokproto.testing import processes
+from aiokproto.testing.discovery import local_jars_possible
 from tests.faults.chaos import evidence
 from tests.faults.partitions import netns
 from tests.faults.partitions.checker import History, check
@@ -188,8 +189,16 @@ class Faults:
 
 @pytest.mark.cluster
 def test_partitions_under_produce_transactions_and_group_consumption(
-    fault_scale: FaultScale, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fault_scale: FaultScale,
+    kafka_version: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    pytestconfig: pytest.Config,
 ) -> None:
+    if pytestconfig.getoption("--unit", default=False):
+        pytest.skip("--unit: this test starts a Kafka cluster of its own")
+    if not local_jars_possible(kafka_version):
+        pytest.skip(f"Kafka {kafka_version} needs Java 17+ and its jars cached (or Maven)")
     seed = evidence.seed()
     plan = FULL if fault_scale.full else SLICE
     began = time.monotonic()
@@ -200,7 +209,7 @@ def test_partitions_under_produce_transactions_and_group_consumption(
         return (tmp_path / "workload.log").read_text(errors="replace")[-3000:]
 
     with netns.Network([*BROKERS, CLIENT]) as net:
-        kafka = NetnsKafka(net, BROKERS, CLIENT, tmp_path / "kafka")
+        kafka = NetnsKafka(net, BROKERS, CLIENT, tmp_path / "kafka", kafka_version)
         child: subprocess.Popen[bytes] | None = None
         try:
             kafka.start()
