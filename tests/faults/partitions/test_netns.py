@@ -5,6 +5,7 @@ everything, and nothing of the network outlives the test (nor a crashed run's)."
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -98,5 +99,5 @@ def test_the_skip_reason_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert netns.unsupported() == "needs root (CAP_NET_ADMIN) to create network namespaces"
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    monkeypatch.setattr(netns.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(shutil, "which", lambda tool: None)
     assert netns.unsupported() == "'ip' is not installed (Debian package iproute2: make netns-deps)"

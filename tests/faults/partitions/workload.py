@@ -81,12 +81,11 @@ class Run:
             pending: list[tuple[dict[str, Any], Any]] = []
             n = 0
             while not self.stopped:
-                entry = {"partition": n % PARTITIONS, "value": f"v{n}", "offset": None}
+                partition, value = n % PARTITIONS, f"v{n}"
+                entry: dict[str, Any] = {"partition": partition, "value": value, "offset": None}
                 self.sends.append(entry)
                 try:
-                    handle = await producer.send(
-                        INPUT, entry["value"].encode(), partition=entry["partition"]
-                    )
+                    handle = await producer.send(INPUT, value.encode(), partition=partition)
                     pending.append((entry, handle))
                 except KafkaError as exc:
                     self.note("send", exc)
