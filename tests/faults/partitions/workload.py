@@ -245,7 +245,9 @@ class Run:
                                         "at": now,
                                     }
                                 )
-                        if batch:
+                        # while draining, also with nothing new: the position moves
+                        # past the last transaction's marker without a record
+                        if batch or self.served:
                             await asyncio.wait_for(consumer.commit(), CALL_S)
                     return
             except (KafkaError, TimeoutError) as exc:
