@@ -221,7 +221,9 @@ def test_partitions_under_produce_transactions_and_group_consumption(
                 ROOT, tmp_path / "workload.log",
             )  # fmt: skip
             netns.wait_until(
-                lambda: (run_dir / "ready").exists() or child.poll() is not None, 90, "workload"
+                lambda: (run_dir / "ready").exists() or child.poll() is not None,
+                120,
+                "the workloads' first acknowledged record, committed transaction and read",
             )
             assert child.poll() is None, f"workload exited:\n{workload_log()}"
             faults = Faults(net, kafka, run_dir, seed)

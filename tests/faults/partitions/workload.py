@@ -9,12 +9,13 @@ Three workloads at once, every outcome written down with the time it was seen:
   ``output``, with the input offsets sent to the transaction;
 - two group consumers (group ``readers``, read_committed) reading ``output``.
 
-The test talks to it through files in ``--dir``: this process writes ``ready`` once the
-topics exist and the workloads run, ``leaders.json`` (partition leaders) every second,
-and at the end ``history.json`` (checker.History's JSON); the test writes ``stop`` when
-every fault has healed. Then the producer stops, the service and the readers drain to
-the end of their input, a read_committed consumer reads both topics whole, and this
-process exits. Every wait is bounded; past ``--max-seconds`` it exits with status 3.
+The test talks to it through files in ``--dir``: this process writes ``ready`` once a
+record was acknowledged, a transaction committed and a record read, ``leaders.json``
+(partition leaders) every second, and at the end ``history.json`` (checker.History's
+JSON); the test writes ``stop`` when every fault has healed. Then the producer stops,
+the service and the readers drain to the end of their input, a read_committed consumer
+reads both topics whole, and this process exits. Every wait is bounded; past
+``--max-seconds`` it exits with status 3.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class Run:
         self.reads: list[dict[str, Any]] = []
         self.errors: list[str] = []  # client errors seen (expected under faults)
         self.txn_number = 0
+        self.acked = self.committed = 0
+        self.progress = asyncio.Event()  # set at each ack, commit and read
         self.served = False
         self.draining = False
 
@@ -100,6 +103,8 @@ class Run:
             try:
                 meta = await asyncio.wait_for(handle, 150.0)  # past delivery.timeout.ms
                 entry["offset"] = meta.offset
+                self.acked += 1
+                self.progress.set()
             except (KafkaError, TimeoutError) as exc:
                 self.note(f"delivery of {entry['value']}", exc)
         pending.clear()
@@ -182,6 +187,8 @@ class Run:
                 # Any failure from here leaves the outcome unknown: the log decides.
                 await asyncio.wait_for(producer.commit_transaction(), CALL_S)
                 txn["outcome"] = "committed"
+                self.committed += 1
+                self.progress.set()
 
     async def _service_done(self) -> bool:
         """Did the service commit offsets up to the end of the input?"""
@@ -233,6 +240,8 @@ class Run:
                     while not (self.served and await self._group_at_end("readers", OUTPUT)):
                         batch = await asyncio.wait_for(consumer.getmany(timeout_ms=300), CALL_S)
                         now = time.monotonic()
+                        if batch:
+                            self.progress.set()
                         for tp, recs in batch.items():
                             for r in recs:
                                 self.reads.append(
@@ -284,6 +293,11 @@ class Run:
             producer = asyncio.create_task(self.produce())
             service = asyncio.create_task(self.serve())
             readers = [asyncio.create_task(self.read(f"r{i}")) for i in (1, 2)]
+            # Faults start once all three workloads flow: a record acknowledged, a
+            # transaction committed and a record read.
+            while not (self.acked and self.committed and self.reads):
+                self.progress.clear()
+                await self.progress.wait()
             (self.dir / "ready").touch()
             await producer
             self.draining = True
