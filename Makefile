@@ -188,6 +188,7 @@ netns-deps:
 		echo "netns-deps: $$missing missing (needs root and apt-get): tests/faults/partitions will skip"; \
 		exit 0; fi; \
 	echo "== apt-get install $$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
 	apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }
 
 # The native code (aiokproto/_accel.c, aiokproto/spark/_arrow.c) built with
