@@ -19,6 +19,7 @@ never pile up; ``Network.close()`` removes this run's, also after a failure.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -46,6 +47,7 @@ def run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProce
     return proc
 
 
+@functools.cache
 def unsupported() -> str | None:
     """Why this machine cannot run the suite, or None when it can."""
     if os.geteuid() != 0:
@@ -53,7 +55,7 @@ def unsupported() -> str | None:
     for tool, package in (("ip", "iproute2"), ("tc", "iproute2"), ("nft", "nftables")):
         if shutil.which(tool) is None:
             return f"'{tool}' is not installed (Debian package {package}: make netns-deps)"
-    probe = f"{PREFIX}probe-{os.getpid()}"
+    probe = f"{PREFIX}{os.getpid()}-probe"  # a crashed probe is stale like the rest
     try:
         made = run(["ip", "netns", "add", probe], check=False)
         if made.returncode != 0:
