@@ -136,7 +136,7 @@ UVLOOP_SLICE := tests/test_event_loop.py tests/net tests/unit/net tests/unit/tes
 # The whole suite on Kafka 4.3.1 (tests that take `kafka_any` also run on 3.9.1), then
 # the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,
 # then a slice on uvloop.
-test: venv native jars lint typecheck codegen-check file-map-check docs
+test: venv native jars netns-deps lint typecheck codegen-check file-map-check docs
 	$(call run_pytest,$(PYTEST_ARGS))
 	AIOKPROTO_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider --unit $(UNIT_TESTS) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-pythons
@@ -172,12 +172,29 @@ test-spark-matrix: $(foreach v,$(SPARK_VERSIONS),$(SPARK_VENVS)/$(v)/.installed)
 	echo -e "== test-spark-matrix$$summary"; exit $$failed
 
 # The fault-injection suite at full size: leader bounces, group churn, outages, network
-# faults, protocol fuzzing (make test runs a time-boxed slice of the same tests); then
-# the codec's differential fuzz again at full size on the sanitizer build.
-faults: venv jars
+# faults, protocol fuzzing, network partitions (make test runs a time-boxed slice of the
+# same tests); then the codec's differential fuzz again at full size on the sanitizer
+# build.
+faults: venv jars netns-deps
 	AIOKPROTO_FAULTS=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/faults $(PYTEST_ARGS)
 	AIOKPROTO_FAULTS=full $(MAKE) --no-print-directory sanitize \
 		SANITIZE_TESTS=tests/faults/test_codec_differential.py PYTEST_ARGS=-rA
+
+# tests/faults/partitions needs ip and tc (iproute2) and nft (nftables): installed with
+# apt-get only when a command is missing and we are root; otherwise those tests skip
+# and say why.
+.PHONY: netns-deps
+netns-deps:
+	@missing=""; \
+	command -v ip >/dev/null && command -v tc >/dev/null || missing="iproute2"; \
+	command -v nft >/dev/null || missing="$$missing nftables"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "netns-deps: $$missing missing (needs root and apt-get): tests/faults/partitions will skip"; \
+		exit 0; fi; \
+	echo "== apt-get install $$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }
 
 # The native code (aiokproto/_accel.c, aiokproto/spark/_arrow.c) built with
 # AddressSanitizer and UndefinedBehaviorSanitizer into a copy of the package under
