@@ -139,7 +139,8 @@ def main(argv: list[str]) -> int:
         ap.error(f"unknown clients {sorted(unknown)}; choose from {CLIENTS}")
 
     def session(bootstrap: str) -> None:
-        names = [f"cold-{uuid.uuid4().hex[:6]}-{i}" for i in range(args.topics)]
+        run = uuid.uuid4().hex[:6]
+        names = [f"cold-{run}-{i}" for i in range(args.topics)]
         started = time.perf_counter()
         asyncio.run(_create_topics(bootstrap, names, args.partitions))
         print(f"{args.topics} topics x {args.partitions} partitions created and settled in "
