@@ -54,6 +54,7 @@ from aiokproto.producer.checks import (
     _header_charge,
     _listed_headers,
     _serialize,
+    _serialize_ctx,
 )
 from aiokproto.producer.delivery import (
     BatchDelivery,
@@ -76,6 +77,8 @@ from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
 from aiokproto.reprs import client_repr, connection_fields
+from aiokproto.serialization import ContextSerializer, MessageField, SerializationContext
+from aiokproto.serialization import in_context as _in_context
 from aiokproto.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -311,6 +314,15 @@ class Producer(StartStop, Generic[SK, SV]):
         self._max_block = opts.max_block_ms / 1000
         self._key_serializer = opts.key_serializer
         self._value_serializer = opts.value_serializer
+        # a ContextSerializer is awaited with the record's context, on its own path
+        # (_serialize_in_context): decided here, so a plain callable costs nothing more
+        self._ctx = _in_context(self._key_serializer, self._value_serializer)
+        if self._ctx is not None:
+            if self._ctx[0] is not None:
+                self._key_serializer = None
+            if self._ctx[1] is not None:
+                self._value_serializer = None
+            self._ctx_lock = asyncio.Lock()
         self._partitioner: PartitionerFn | None = opts.partitioner
         # the largest charge a record may have: its whole batch must fit a request
         self._max_charge = opts.max_record_size - BATCH_HEADER - RECORD_OVERHEAD_BOUND
@@ -428,7 +440,7 @@ class Producer(StartStop, Generic[SK, SV]):
         self._plain = self._accepting and self._no_serializers()
 
     def _no_serializers(self) -> bool:
-        return self._key_serializer is None and self._value_serializer is None
+        return self._key_serializer is None and self._value_serializer is None and not self._ctx
 
     async def stop(self, timeout_ms: int | None = None) -> None:
         """Deliver what is buffered (within ``timeout_ms``, default
@@ -594,6 +606,8 @@ class Producer(StartStop, Generic[SK, SV]):
                 key = _serialize(self._key_serializer, key, "key")
             if self._value_serializer is not None and value is not None:
                 value = _serialize(self._value_serializer, value, "value")
+            if self._ctx is not None:
+                key, value = await self._serialize_in_context(topic, key, value, headers)
         # Every check happens before anything is buffered: a bad record fails alone.
         # From here key and value are bytes (the parameters' types are what callers
         # pass; the ignores below say so without a cast call on this hot path).
@@ -662,6 +676,37 @@ class Producer(StartStop, Generic[SK, SV]):
             self._yield_next = True
         return handle
 
+    async def _serialize_in_context(
+        self, topic: str, key: Any, value: Any, headers: Sequence[Header] | None
+    ) -> tuple[Any, Any]:
+        """Key and value through the context serializers, one record at a time in call
+        order: a record whose serializer awaits the registry keeps the records sent
+        after it behind it (records of one partition stay in send order)."""
+        kser, vser = self._ctx  # type: ignore[misc]
+        async with self._ctx_lock:
+            if kser is not None and key is not None:
+                key = await _serialize_ctx(kser, key, SerializationContext(
+                    topic, MessageField.KEY, headers), "key")
+            if vser is not None and value is not None:
+                value = await _serialize_ctx(vser, value, SerializationContext(
+                    topic, MessageField.VALUE, headers), "value")
+        return key, value
+
+    async def _ctx_list(
+        self,
+        ser: ContextSerializer[Any],
+        topic: str,
+        items: list[Any],
+        field: MessageField,
+        headers: Sequence[Header] | None,
+    ) -> list[Any]:
+        ctx = SerializationContext(topic, field, headers)
+        async with self._ctx_lock:
+            return [
+                None if v is None else await _serialize_ctx(ser, v, ctx, str(field))
+                for v in items
+            ]
+
     async def send_and_wait(
         self,
         topic: str,
@@ -678,6 +723,11 @@ class Producer(StartStop, Generic[SK, SV]):
     def create_batch(self) -> BatchBuilder:
         """An empty batch to fill with ``append()`` and hand to
         ``send_batch(batch, topic, partition=p)`` (aiokafka's batch interface)."""
+        if self._ctx is not None:
+            raise KafkaConfigError(
+                "create_batch(): append() is synchronous and cannot await a context "
+                "serializer; use send() or send_batch(topic, values)"
+            )
         return BatchBuilder(self.options.batch_size, self._key_serializer, self._value_serializer)
 
     @overload
@@ -741,6 +791,8 @@ class Producer(StartStop, Generic[SK, SV]):
         if self._value_serializer is not None:
             ser = self._value_serializer
             vals = [None if v is None else _serialize(ser, v, "value") for v in vals]
+        elif self._ctx is not None and self._ctx[1] is not None:
+            vals = await self._ctx_list(self._ctx[1], topic, vals, MessageField.VALUE, headers)
         vals, null_values = _bytes_list(vals, "value")
         key_list: list[Any] | None = None
         null_keys = False
@@ -758,6 +810,10 @@ class Producer(StartStop, Generic[SK, SV]):
             if self._key_serializer is not None:
                 kser = self._key_serializer
                 key_list = [None if k is None else _serialize(kser, k, "key") for k in key_list]
+            elif self._ctx is not None and self._ctx[0] is not None:
+                key_list = await self._ctx_list(
+                    self._ctx[0], topic, key_list, MessageField.KEY, headers
+                )
             key_list, null_keys = _bytes_list(key_list, "key")
         extra = 0
         if headers:
