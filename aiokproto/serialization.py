@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from aiokproto.records.record import Header
 
 T = TypeVar("T")
+
+#: True inside a producer's own send() of a record its context serializers already
+#: made bytes (per task: another task's send() still serializes)
+serialized: ContextVar[bool] = ContextVar("aiokproto_serialized", default=False)
 
 
 class MessageField(enum.StrEnum):

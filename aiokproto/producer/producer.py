@@ -79,6 +79,7 @@ from aiokproto.records.record import Header
 from aiokproto.reprs import client_repr, connection_fields
 from aiokproto.serialization import ContextSerializer, MessageField, SerializationContext
 from aiokproto.serialization import in_context as _in_context
+from aiokproto.serialization import serialized as _SERIALIZED
 from aiokproto.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -602,12 +603,14 @@ class Producer(StartStop, Generic[SK, SV]):
         if not self._plain:
             if not self._accepting:
                 self._check_running()
+            if self._ctx is not None and not _SERIALIZED.get():
+                return await self._send_in_context(
+                    topic, value, key, partition, timestamp_ms, headers
+                )
             if self._key_serializer is not None and key is not None:
                 key = _serialize(self._key_serializer, key, "key")
             if self._value_serializer is not None and value is not None:
                 value = _serialize(self._value_serializer, value, "value")
-            if self._ctx is not None:
-                key, value = await self._serialize_in_context(topic, key, value, headers)
         # Every check happens before anything is buffered: a bad record fails alone.
         # From here key and value are bytes (the parameters' types are what callers
         # pass; the ignores below say so without a cast call on this hot path).
@@ -676,36 +679,81 @@ class Producer(StartStop, Generic[SK, SV]):
             self._yield_next = True
         return handle
 
-    async def _serialize_in_context(
-        self, topic: str, key: Any, value: Any, headers: Sequence[Header] | None
-    ) -> tuple[Any, Any]:
-        """Key and value through the context serializers, one record at a time in call
-        order: a record whose serializer awaits the registry keeps the records sent
-        after it behind it (records of one partition stay in send order)."""
+    async def _send_in_context(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[Header] | None,
+    ) -> DeliveryFuture:
+        """send() through the context serializers, one record at a time in call order:
+        the lock is held until the record is buffered, so a record whose serializer
+        awaits the registry keeps the records sent after it behind it (records of one
+        partition stay in send order)."""
         kser, vser = self._ctx  # type: ignore[misc]
         async with self._ctx_lock:
             if kser is not None and key is not None:
-                key = await _serialize_ctx(kser, key, SerializationContext(
-                    topic, MessageField.KEY, headers), "key")
+                ctx = SerializationContext(topic, MessageField.KEY, headers)
+                key = await _serialize_ctx(kser, key, ctx, "key")
             if vser is not None and value is not None:
-                value = await _serialize_ctx(vser, value, SerializationContext(
-                    topic, MessageField.VALUE, headers), "value")
-        return key, value
+                ctx = SerializationContext(topic, MessageField.VALUE, headers)
+                value = await _serialize_ctx(vser, value, ctx, "value")
+            token = _SERIALIZED.set(True)  # this task's inner send() skips this path
+            try:
+                return await self.send(topic, value, key, partition, timestamp_ms, headers)
+            finally:
+                _SERIALIZED.reset(token)
+
+    async def _send_batch_in_context(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        keys: Iterable[Any] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[Header] | None,
+    ) -> BatchDelivery:
+        """send_batch() through the context serializers, in call order (as above)."""
+        kser, vser = self._ctx  # type: ignore[misc]
+        async with self._ctx_lock:
+            vals = await self._ctx_list(vser, topic, values, MessageField.VALUE, headers)
+            key_list = None if keys is None else await self._ctx_list(
+                kser, topic, keys, MessageField.KEY, headers
+            )
+            token = _SERIALIZED.set(True)
+            try:
+                return await self.send_batch(
+                    topic,
+                    vals,
+                    keys=key_list,
+                    partition=partition,
+                    timestamp_ms=timestamp_ms,
+                    headers=headers,
+                )
+            finally:
+                _SERIALIZED.reset(token)
 
     async def _ctx_list(
         self,
-        ser: ContextSerializer[Any],
+        ser: ContextSerializer[Any] | None,
         topic: str,
-        items: list[Any],
+        items: Iterable[Any],
         field: MessageField,
         headers: Sequence[Header] | None,
     ) -> list[Any]:
+        try:
+            listed = list(items)
+        except TypeError:
+            raise SerializationError(
+                f"send_batch {field}s must be an iterable, not {type(items).__name__}"
+            ) from None
+        if ser is None:
+            return listed
         ctx = SerializationContext(topic, field, headers)
-        async with self._ctx_lock:
-            return [
-                None if v is None else await _serialize_ctx(ser, v, ctx, str(field))
-                for v in items
-            ]
+        what = str(field)
+        return [None if v is None else await _serialize_ctx(ser, v, ctx, what) for v in listed]
 
     async def send_and_wait(
         self,
@@ -777,6 +825,10 @@ class Producer(StartStop, Generic[SK, SV]):
             if not isinstance(values, str) or partition is None:
                 raise KafkaConfigError("send_batch(batch, topic, partition=...) needs both")
             return await self._send_built(topic, values, partition)
+        if self._ctx is not None and not _SERIALIZED.get():
+            return await self._send_batch_in_context(
+                topic, values, keys, partition, timestamp_ms, headers
+            )
         if self._yield_next:
             await self._give_sender_a_turn()
         txn_round = self._txn_round
@@ -791,8 +843,6 @@ class Producer(StartStop, Generic[SK, SV]):
         if self._value_serializer is not None:
             ser = self._value_serializer
             vals = [None if v is None else _serialize(ser, v, "value") for v in vals]
-        elif self._ctx is not None and self._ctx[1] is not None:
-            vals = await self._ctx_list(self._ctx[1], topic, vals, MessageField.VALUE, headers)
         vals, null_values = _bytes_list(vals, "value")
         key_list: list[Any] | None = None
         null_keys = False
@@ -810,10 +860,6 @@ class Producer(StartStop, Generic[SK, SV]):
             if self._key_serializer is not None:
                 kser = self._key_serializer
                 key_list = [None if k is None else _serialize(kser, k, "key") for k in key_list]
-            elif self._ctx is not None and self._ctx[0] is not None:
-                key_list = await self._ctx_list(
-                    self._ctx[0], topic, key_list, MessageField.KEY, headers
-                )
             key_list, null_keys = _bytes_list(key_list, "key")
         extra = 0
         if headers:
