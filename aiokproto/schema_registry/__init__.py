@@ -27,6 +27,7 @@ from aiokproto.schema_registry.errors import (
     SerdeError,
     UnknownSchemaError,
 )
+from aiokproto.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from aiokproto.schema_registry.serde import (
     record_subject_name_strategy,
     topic_record_subject_name_strategy,
@@ -39,6 +40,8 @@ __all__ = [
     "AvroSerializer",
     "IncompatibleSchemaError",
     "InvalidSchemaError",
+    "JSONDeserializer",
+    "JSONSerializer",
     "MessageField",
     "NotWireFormatError",
     "RegisteredSchema",

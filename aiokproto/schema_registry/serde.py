@@ -124,4 +124,3 @@ class SubjectIds:
         if not self.use_latest:
             self.ids[subject] = entry  # a latest version may change: the client's TTL rules
         return entry
-

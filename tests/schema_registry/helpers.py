@@ -64,3 +64,24 @@ class CountingTransport(httpx.AsyncBaseTransport):
 
 def registry_conf(url: str, **extra: Any) -> dict[str, Any]:
     return {"url": url, "retries.wait.ms": 20, "retries.max.wait.ms": 100, **extra}
+
+
+ORDER_JSON = json.dumps(
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Order",
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
+                    "required": ["sku"],
+                },
+            },
+        },
+        "required": ["id"],
+    }
+)

@@ -67,3 +67,24 @@ async def test_avro_both_ways_through_the_broker(
         ctx = SerializationContext(topic_name, MessageField.VALUE)
         assert got == records + records
         assert await AvroDeserializer(sr)(their_bytes[0], ctx) == records[0]
+
+
+async def test_json_same_bytes_both_ways(schema_registry: Any, topic_name: str) -> None:
+    ck_json = pytest.importorskip("confluent_kafka.schema_registry.json_schema")
+    from aiokproto.schema_registry import JSONDeserializer, JSONSerializer
+    from tests.schema_registry.helpers import ORDER_JSON
+
+    theirs = ck_sr.SchemaRegistryClient({"url": schema_registry.url})
+    their_ctx = ck.serialization.SerializationContext(
+        topic_name, ck.serialization.MessageField.VALUE
+    )
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    order = {"id": 5, "items": [{"sku": "ü", "qty": 1}]}
+    async with SchemaRegistryClient(registry_conf(schema_registry.url)) as sr:
+        ours = await JSONSerializer(ORDER_JSON, sr)(order, ctx)
+        their_ser = ck_json.JSONSerializer(ORDER_JSON, theirs)
+        their_bytes = await asyncio.to_thread(their_ser, order, their_ctx)
+        assert ours == their_bytes
+        their_de = ck_json.JSONDeserializer(ORDER_JSON, schema_registry_client=theirs)
+        assert their_de(ours, their_ctx) == order
+        assert await JSONDeserializer(schema_registry_client=sr)(their_bytes, ctx) == order
