@@ -43,6 +43,7 @@ from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import SHARE_GROUP, PollMetrics, ShareFetchMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.reprs import client_repr, connection_fields
+from aiokproto.serialization import deserialize_records, deserializers_in_context
 from aiokproto.share.acks import AcknowledgeType, ack_type
 from aiokproto.share.driver import ShareGroupDriver
 from aiokproto.share.fetcher import AckResults, ShareFetcher
@@ -144,6 +145,15 @@ class ShareConsumer(StartStop, Generic[K, V]):
             self._opts = ShareConfig(**own)
         except TypeError as exc:
             raise KafkaConfigError(f"ShareConsumer: {exc}") from None
+        # ContextDeserializers are awaited in getmany(); plain ones stay in _deserialized
+        self._ctx = deserializers_in_context(
+            self._opts.key_deserializer, self._opts.value_deserializer
+        )
+        if self._ctx is not None:
+            if self._ctx[0] is not None:
+                self._opts.key_deserializer = None
+            if self._ctx[1] is not None:
+                self._opts.value_deserializer = None
         self._topics = self._check_topics(topics)
         self._client: ClusterClient | None = None
         cc = self._client_config
@@ -366,6 +376,8 @@ class ShareConsumer(StartStop, Generic[K, V]):
                 if self._state != "running":
                     raise ConsumerStoppedError("the share consumer stopped")
             taken = self._take(limit)
+            if taken and self._ctx is not None:
+                taken = await self._deserialize_in_context(taken)
             if taken:  # else all it had waited past its lock: wait on for more
                 return taken  # type: ignore[return-value]  # deserialized: K, V
 
@@ -470,6 +482,33 @@ class ShareConsumer(StartStop, Generic[K, V]):
         if out:
             self._fetch_metrics.drained(taken)
         self._signals.notify()  # a broker whose records are all handed out fetches again
+        return out
+
+    async def _deserialize_in_context(
+        self, taken: dict[TopicPartition, list[ShareRecord]]
+    ) -> dict[TopicPartition, list[ShareRecord]]:
+        """Await the ContextDeserializers; a record that fails is released and its error
+        raised by a later call, as a plain deserializer's (_deserialized)."""
+        assert self._ctx is not None
+        kd, vd = self._ctx
+        out: dict[TopicPartition, list[ShareRecord]] = {}
+        for tp, recs in taken.items():
+            kept: list[ShareRecord] = []
+            while recs:
+                done, failed = await deserialize_records(kd, vd, recs)
+                kept += done
+                if failed is None:
+                    break
+                bad = recs[failed[0]]
+                if self._handed.pop((tp, bad.offset), None) is not None:
+                    self._book.acknowledge(tp, bad.offset, AcknowledgeType.RELEASE)
+                self._signals.errors.append(RecordDeserializationError(tp, bad.offset, failed[1]))
+                recs = recs[failed[0] + 1 :]
+            for r in kept:
+                if (tp, r.offset) in self._handed:  # still ours after the awaits
+                    self._handed[(tp, r.offset)] = r
+            if kept:
+                out[tp] = kept
         return out
 
     def _forget_dropped(self) -> None:
