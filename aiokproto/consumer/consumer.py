@@ -47,7 +47,11 @@ from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.reprs import client_repr, connection_fields
-from aiokproto.serialization import deserialize_records, deserializers_in_context
+from aiokproto.serialization import (
+    ContextDeserializer,
+    deserialize_records,
+    deserializers_in_context,
+)
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 from aiokproto.telemetry.reporter import TelemetryReporter
 
@@ -151,7 +155,7 @@ class Consumer(StartStop, Generic[K, V]):
     def __init__(
         self: Consumer[T, bytes | None],
         *topics: str,
-        key_deserializer: Callable[[bytes | None], T],
+        key_deserializer: Callable[[bytes | None], T] | ContextDeserializer[T],
         value_deserializer: None = None,
         **options: Unpack[aiokproto.options.ConsumerOptions],
     ) -> None: ...
@@ -161,7 +165,7 @@ class Consumer(StartStop, Generic[K, V]):
         self: Consumer[bytes | None, U],
         *topics: str,
         key_deserializer: None = None,
-        value_deserializer: Callable[[bytes | None], U],
+        value_deserializer: Callable[[bytes | None], U] | ContextDeserializer[U],
         **options: Unpack[aiokproto.options.ConsumerOptions],
     ) -> None: ...
 
@@ -169,16 +173,16 @@ class Consumer(StartStop, Generic[K, V]):
     def __init__(
         self: Consumer[T, U],
         *topics: str,
-        key_deserializer: Callable[[bytes | None], T],
-        value_deserializer: Callable[[bytes | None], U],
+        key_deserializer: Callable[[bytes | None], T] | ContextDeserializer[T],
+        value_deserializer: Callable[[bytes | None], U] | ContextDeserializer[U],
         **options: Unpack[aiokproto.options.ConsumerOptions],
     ) -> None: ...
 
     def __init__(
         self,
         *topics: str,
-        key_deserializer: Callable[[bytes | None], Any] | None = None,
-        value_deserializer: Callable[[bytes | None], Any] | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | ContextDeserializer[Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | ContextDeserializer[Any] | None = None,
         **options: Any,
     ) -> None:
         """Check every option now (``KafkaConfigError`` names a wrong one); connect on

@@ -272,7 +272,7 @@ class Producer(StartStop, Generic[SK, SV]):
     def __init__(
         self: Producer[T, Raw],
         *,
-        key_serializer: Callable[[T], bytes | None],
+        key_serializer: Callable[[T], bytes | None] | ContextSerializer[T],
         value_serializer: None = None,
         **options: Unpack[aiokproto.options.ProducerOptions],
     ) -> None: ...
@@ -282,7 +282,7 @@ class Producer(StartStop, Generic[SK, SV]):
         self: Producer[Raw, U],
         *,
         key_serializer: None = None,
-        value_serializer: Callable[[U], bytes | None],
+        value_serializer: Callable[[U], bytes | None] | ContextSerializer[U],
         **options: Unpack[aiokproto.options.ProducerOptions],
     ) -> None: ...
 
@@ -290,16 +290,16 @@ class Producer(StartStop, Generic[SK, SV]):
     def __init__(
         self: Producer[T, U],
         *,
-        key_serializer: Callable[[T], bytes | None],
-        value_serializer: Callable[[U], bytes | None],
+        key_serializer: Callable[[T], bytes | None] | ContextSerializer[T],
+        value_serializer: Callable[[U], bytes | None] | ContextSerializer[U],
         **options: Unpack[aiokproto.options.ProducerOptions],
     ) -> None: ...
 
     def __init__(
         self,
         *,
-        key_serializer: Callable[[Any], bytes | None] | None = None,
-        value_serializer: Callable[[Any], bytes | None] | None = None,
+        key_serializer: Callable[[Any], bytes | None] | ContextSerializer[Any] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | ContextSerializer[Any] | None = None,
         **options: Any,
     ) -> None:
         """Check every option now (``KafkaConfigError`` names a wrong one); connect on

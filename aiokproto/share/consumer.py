@@ -43,7 +43,11 @@ from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import SHARE_GROUP, PollMetrics, ShareFetchMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.reprs import client_repr, connection_fields
-from aiokproto.serialization import deserialize_records, deserializers_in_context
+from aiokproto.serialization import (
+    ContextDeserializer,
+    deserialize_records,
+    deserializers_in_context,
+)
 from aiokproto.share.acks import AcknowledgeType, ack_type
 from aiokproto.share.driver import ShareGroupDriver
 from aiokproto.share.fetcher import AckResults, ShareFetcher
@@ -102,7 +106,7 @@ class ShareConsumer(StartStop, Generic[K, V]):
     def __init__(
         self: ShareConsumer[T, bytes | None],
         *topics: str,
-        key_deserializer: Callable[[bytes | None], T],
+        key_deserializer: Callable[[bytes | None], T] | ContextDeserializer[T],
         value_deserializer: None = None,
         **options: Unpack[aiokproto.options.ShareConsumerOptions],
     ) -> None: ...
@@ -112,7 +116,7 @@ class ShareConsumer(StartStop, Generic[K, V]):
         self: ShareConsumer[bytes | None, U],
         *topics: str,
         key_deserializer: None = None,
-        value_deserializer: Callable[[bytes | None], U],
+        value_deserializer: Callable[[bytes | None], U] | ContextDeserializer[U],
         **options: Unpack[aiokproto.options.ShareConsumerOptions],
     ) -> None: ...
 
@@ -120,16 +124,16 @@ class ShareConsumer(StartStop, Generic[K, V]):
     def __init__(
         self: ShareConsumer[T, U],
         *topics: str,
-        key_deserializer: Callable[[bytes | None], T],
-        value_deserializer: Callable[[bytes | None], U],
+        key_deserializer: Callable[[bytes | None], T] | ContextDeserializer[T],
+        value_deserializer: Callable[[bytes | None], U] | ContextDeserializer[U],
         **options: Unpack[aiokproto.options.ShareConsumerOptions],
     ) -> None: ...
 
     def __init__(
         self,
         *topics: str,
-        key_deserializer: Callable[[bytes | None], Any] | None = None,
-        value_deserializer: Callable[[bytes | None], Any] | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | ContextDeserializer[Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | ContextDeserializer[Any] | None = None,
         **options: Any,
     ) -> None:
         """Check every option now (``KafkaConfigError`` names a wrong one); connect and
