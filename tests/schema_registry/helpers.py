@@ -85,3 +85,39 @@ ORDER_JSON = json.dumps(
         "required": ["id"],
     }
 )
+
+
+def protobuf_classes() -> dict[str, Any]:
+    """Message classes of two files built at run time (no protoc): ``shop/money.proto``
+    (Money) and ``shop/order.proto`` importing it (Order with a nested Line, Refund)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FieldDescriptorProto
+    money = descriptor_pb2.FileDescriptorProto(
+        name="shop/money.proto", package="shop", syntax="proto3"
+    )
+    m = money.message_type.add(name="Money")
+    m.field.add(name="cents", number=1, type=fdp.TYPE_INT64, label=fdp.LABEL_OPTIONAL)
+    order = descriptor_pb2.FileDescriptorProto(
+        name="shop/order.proto", package="shop", syntax="proto3", dependency=["shop/money.proto"]
+    )
+    o = order.message_type.add(name="Order")
+    o.field.add(name="id", number=1, type=fdp.TYPE_INT32, label=fdp.LABEL_OPTIONAL)
+    o.field.add(
+        name="total",
+        number=2,
+        type=fdp.TYPE_MESSAGE,
+        type_name=".shop.Money",
+        label=fdp.LABEL_OPTIONAL,
+    )
+    line = o.nested_type.add(name="Line")
+    line.field.add(name="sku", number=1, type=fdp.TYPE_STRING, label=fdp.LABEL_OPTIONAL)
+    r = order.message_type.add(name="Refund")
+    r.field.add(name="id", number=1, type=fdp.TYPE_INT32, label=fdp.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(money)
+    pool.Add(order)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"shop.{name}"))
+        for name in ("Money", "Order", "Order.Line", "Refund")
+    }
