@@ -183,3 +183,19 @@ async def test_bad_records_fail_typed(kafka: Any, schema_registry: Any, topic_na
                         await c.getone()
                 assert isinstance(bad.value.cause, NotWireFormatError)
                 assert bad.value.offset == 1
+
+
+async def test_full_compatibility_takes_only_fields_with_defaults(
+    schema_registry: Any, topic_name: str
+) -> None:
+    subject = f"{topic_name}-value"
+    async with SchemaRegistryClient(registry_conf(schema_registry.url)) as sr:
+        await sr.register_schema(subject, Schema(ORDER_V2))
+        await sr.set_compatibility(subject, "FULL")
+        # dropping a field that has a default keeps FULL; adding one without breaks it
+        assert await sr.test_compatibility(subject, Schema(ORDER_V1))
+        assert not await sr.test_compatibility(subject, Schema(ORDER_NO_DEFAULT))
+        with pytest.raises(IncompatibleSchemaError):
+            await sr.register_schema(subject, Schema(ORDER_NO_DEFAULT))
+        assert await sr.register_schema(subject, Schema(ORDER_V1)) > 0
+        assert await sr.get_versions(subject) == [1, 2]
