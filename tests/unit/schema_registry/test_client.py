@@ -224,3 +224,52 @@ async def test_references_and_schema_type_go_on_the_wire() -> None:
 def test_bad_config_is_refused(conf: dict[str, Any]) -> None:
     with pytest.raises(KafkaConfigError):
         SchemaRegistryClient(conf)
+
+
+async def test_tls_with_a_client_certificate(tmp_path: Any) -> None:
+    """A local HTTPS server that requires a client certificate: the client's TLS
+    options verify it and present one; without the CA it cannot connect (typed)."""
+    import ssl
+
+    pytest.importorskip("cryptography")
+    from aiokproto.testing.certs import generate_tls_files
+
+    tls = generate_tls_files(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(tls.ca_file))
+    server_ctx.load_cert_chain(str(tls.server_keystore))
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+
+    async def answer_subjects(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            body = b'["tls-ok"]'
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+            )
+            await writer.drain()
+        except (ssl.SSLError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer_subjects, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    url = f"https://localhost:{port}"
+    try:
+        conf = {
+            "url": url,
+            **FAST,
+            "ssl.ca.location": str(tls.ca_file),
+            "ssl.certificate.location": str(tls.client_cert),
+            "ssl.key.location": str(tls.client_key),
+        }
+        async with SchemaRegistryClient(conf) as sr:
+            assert await sr.get_subjects() == ["tls-ok"]
+        # the system trust store does not know the test CA
+        async with SchemaRegistryClient({"url": url, **FAST, "max.retries": 0}) as sr:
+            with pytest.raises(RegistryUnreachableError, match=r"CERTIFICATE_VERIFY_FAILED|SSL"):
+                await sr.get_subjects()
+    finally:
+        server.close()
+        await server.wait_closed()
