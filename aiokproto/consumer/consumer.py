@@ -267,6 +267,9 @@ class Consumer(StartStop, Generic[K, V]):
         # records taken from the fetcher but not yet yielded by async iteration
         self._pending: list[ConsumerRecord[Any, Any]] = []
         self._pending_index = 0
+        # first (offset, epoch) per partition of records drained and being awaited
+        # through ContextDeserializers: not consumed yet (commits stay in front of them)
+        self._in_flight: dict[TopicPartition, tuple[int, int]] = {}
         self._pending_version = 0
         self._positions_version = -1
         self._static_topics: frozenset[str] | None = None
@@ -944,15 +947,26 @@ class Consumer(StartStop, Generic[K, V]):
         kd, vd = self._ctx
         out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         error: RecordDeserializationError | None = None
-        for tp, recs in got.items():
-            done, failed = await deserialize_records(kd, vd, recs)
-            if done:
-                out[tp] = done
-            if failed is not None:
-                bad = recs[failed[0]]
+        # an auto-commit while a deserializer awaits must not cover these records
+        self._in_flight = {tp: (recs[0][2], recs[0][8]) for tp, recs in got.items() if recs}
+        try:
+            for tp, recs in got.items():
+                done, failed = await deserialize_records(kd, vd, recs)
+                if done:
+                    out[tp] = done
+                if failed is not None:
+                    bad = recs[failed[0]]
+                    if self._subs.state_of(tp) is not None:
+                        self._subs.seek(tp, bad.offset)
+                    error = error or RecordDeserializationError(tp, bad.offset, failed[1])
+        except BaseException:
+            # cancelled (or a bug) while awaiting: none of them was handed out
+            for tp, (offset, _) in self._in_flight.items():
                 if self._subs.state_of(tp) is not None:
-                    self._subs.seek(tp, bad.offset)
-                error = error or RecordDeserializationError(tp, bad.offset, failed[1])
+                    self._subs.seek(tp, offset)
+            raise
+        finally:
+            self._in_flight = {}
         if error is not None and not out:
             raise error
         return out
@@ -978,6 +992,9 @@ class Consumer(StartStop, Generic[K, V]):
             tp = TopicPartition(r[0], r[1])
             if tp not in out:
                 out[tp] = (r[2], r[8])
+        for tp, first in self._in_flight.items():
+            if tp not in out or first[0] < out[tp][0]:
+                out[tp] = first
         return out
 
     def _drop_pending(self, partitions: set[TopicPartition] | None = None) -> None:
