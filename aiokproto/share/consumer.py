@@ -495,6 +495,23 @@ class ShareConsumer(StartStop, Generic[K, V]):
         raised by a later call, as a plain deserializer's (_deserialized)."""
         assert self._ctx is not None
         kd, vd = self._ctx
+        try:
+            return await self._deserialize_taken(kd, vd, taken)
+        except BaseException:
+            # cancelled while a deserializer awaited: none was handed out; another
+            # member (or this one, later) gets them (implicit mode would accept them)
+            for tp, recs in taken.items():
+                for r in recs:
+                    if self._handed.pop((tp, r.offset), None) is not None:
+                        self._book.acknowledge(tp, r.offset, AcknowledgeType.RELEASE)
+            raise
+
+    async def _deserialize_taken(
+        self,
+        kd: ContextDeserializer[Any] | None,
+        vd: ContextDeserializer[Any] | None,
+        taken: dict[TopicPartition, list[ShareRecord]],
+    ) -> dict[TopicPartition, list[ShareRecord]]:
         out: dict[TopicPartition, list[ShareRecord]] = {}
         for tp, recs in taken.items():
             kept: list[ShareRecord] = []
