@@ -102,34 +102,29 @@ class RegisteredSchema:
 
 
 class _SingleFlight:
-    """One in-flight call per key; every caller of a key in flight awaits the same one."""
+    """One in-flight call per key; every caller of a key in flight awaits the same one.
+
+    The call runs in its own task and each caller awaits it shielded: a cancelled
+    caller (the first one included) cancels neither the call nor the other callers.
+    """
 
     def __init__(self) -> None:
         self._flights: dict[Hashable, asyncio.Future[Any]] = {}
 
     async def run(self, key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
         flight = self._flights.get(key)
-        if flight is not None:
-            # shield: a waiter's cancellation must not cancel the others' request
-            result: T = await asyncio.shield(flight)
-            return result
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._flights[key] = fut
-        try:
-            value = await make()
-        except BaseException as exc:
-            if not fut.done():
-                if isinstance(exc, asyncio.CancelledError):
-                    fut.cancel()
-                else:
-                    fut.set_exception(exc)
-                    fut.exception()  # retrieved: no "never retrieved" warning when alone
-            raise
-        else:
-            fut.set_result(value)
-            return value
-        finally:
+        if flight is None:
+            flight = asyncio.ensure_future(make())
+            self._flights[key] = flight
+            flight.add_done_callback(lambda done: self._landed(key, done))
+        result: T = await asyncio.shield(flight)
+        return result
+
+    def _landed(self, key: Hashable, done: asyncio.Future[Any]) -> None:
+        if self._flights.get(key) is done:
             del self._flights[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: no warning when every caller went away
 
 
 def _urls(conf: Mapping[str, Any]) -> tuple[list[str], tuple[str, str] | None]:

@@ -156,6 +156,30 @@ async def test_a_cancelled_waiter_does_not_cancel_the_others() -> None:
             await second
 
 
+async def test_a_cancelled_first_caller_does_not_cancel_the_others() -> None:
+    release = asyncio.Event()
+    calls = 0
+
+    async def handler(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        return answer(200, {"schema": "{}"})
+
+    async with client(handler) as sr:
+        first = asyncio.create_task(sr.get_schema(1))
+        await asyncio.sleep(0.01)
+        second = asyncio.create_task(sr.get_schema(1))
+        await asyncio.sleep(0.01)
+        first.cancel()
+        await asyncio.sleep(0.01)
+        release.set()
+        assert (await second).schema_str == "{}"
+        assert first.cancelled()
+        assert (await sr.get_schema(1)).schema_str == "{}"  # cached by the request
+    assert calls == 1
+
+
 async def test_latest_version_is_cached_for_its_ttl() -> None:
     calls = 0
 
