@@ -316,7 +316,7 @@ class Producer(StartStop, Generic[SK, SV]):
         self._key_serializer = opts.key_serializer
         self._value_serializer = opts.value_serializer
         # a ContextSerializer is awaited with the record's context, on its own path
-        # (_serialize_in_context): decided here, so a plain callable costs nothing more
+        # (_send_in_context): decided here, so a plain callable costs nothing more
         self._ctx = _in_context(self._key_serializer, self._value_serializer)
         if self._ctx is not None:
             if self._ctx[0] is not None:
