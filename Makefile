@@ -97,6 +97,7 @@ docs: $(VENV)/.installed-docs
 
 jars: venv
 	@for v in $(KAFKA_VERSIONS); do $(PY) -m aiokproto.testing resolve --version $$v || exit 1; done
+	$(PY) -m aiokproto.testing resolve --schema-registry
 
 lint: venv
 	$(PY) -m ruff check .

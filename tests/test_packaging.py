@@ -107,6 +107,9 @@ def test_the_wheel_carries_only_what_runs(compiled_wheel: Path) -> None:
         # aiokproto.testing.jars resolves the broker's jars from these
         "aiokproto/testing/poms/kafka-4.3.1/pom.xml",
         "aiokproto/testing/poms/kafka-3.9.1/pom.xml",
+        # aiokproto.testing.schema_registry builds the test registry from these
+        "aiokproto/testing/poms/apicurio-2.4.2/pom.xml",
+        "aiokproto/testing/poms/apicurio-2.4.2/settings.xml",
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import uuid
@@ -28,6 +29,7 @@ from aiokproto.consumer.errors import (
     ConsumerStoppedError,
     NoGroupError,
     NoOffsetForPartitionError,
+    RecordDeserializationError,
 )
 from aiokproto.consumer.fetcher import Fetcher
 from aiokproto.consumer.listener import ConsumerRebalanceListener
@@ -45,6 +47,11 @@ from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.reprs import client_repr, connection_fields
+from aiokproto.serialization import (
+    ContextDeserializer,
+    deserialize_records,
+    deserializers_in_context,
+)
 from aiokproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 from aiokproto.telemetry.reporter import TelemetryReporter
 
@@ -148,7 +155,7 @@ class Consumer(StartStop, Generic[K, V]):
     def __init__(
         self: Consumer[T, bytes | None],
         *topics: str,
-        key_deserializer: Callable[[bytes | None], T],
+        key_deserializer: Callable[[bytes | None], T] | ContextDeserializer[T],
         value_deserializer: None = None,
         **options: Unpack[aiokproto.options.ConsumerOptions],
     ) -> None: ...
@@ -158,7 +165,7 @@ class Consumer(StartStop, Generic[K, V]):
         self: Consumer[bytes | None, U],
         *topics: str,
         key_deserializer: None = None,
-        value_deserializer: Callable[[bytes | None], U],
+        value_deserializer: Callable[[bytes | None], U] | ContextDeserializer[U],
         **options: Unpack[aiokproto.options.ConsumerOptions],
     ) -> None: ...
 
@@ -166,16 +173,16 @@ class Consumer(StartStop, Generic[K, V]):
     def __init__(
         self: Consumer[T, U],
         *topics: str,
-        key_deserializer: Callable[[bytes | None], T],
-        value_deserializer: Callable[[bytes | None], U],
+        key_deserializer: Callable[[bytes | None], T] | ContextDeserializer[T],
+        value_deserializer: Callable[[bytes | None], U] | ContextDeserializer[U],
         **options: Unpack[aiokproto.options.ConsumerOptions],
     ) -> None: ...
 
     def __init__(
         self,
         *topics: str,
-        key_deserializer: Callable[[bytes | None], Any] | None = None,
-        value_deserializer: Callable[[bytes | None], Any] | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | ContextDeserializer[Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | ContextDeserializer[Any] | None = None,
         **options: Any,
     ) -> None:
         """Check every option now (``KafkaConfigError`` names a wrong one); connect on
@@ -191,6 +198,17 @@ class Consumer(StartStop, Generic[K, V]):
         except TypeError as exc:
             raise KafkaConfigError(f"Consumer: {exc}") from None
         self._group_options = {k: v for k, v in own.items() if k in group_names}
+        # ContextDeserializers are awaited here, after the fetcher hands out raw records
+        self._ctx = deserializers_in_context(
+            self._config.key_deserializer, self._config.value_deserializer
+        )
+        if self._ctx is not None:
+            kd, vd = self._ctx
+            self._config = dataclasses.replace(
+                self._config,
+                key_deserializer=None if kd is not None else self._config.key_deserializer,
+                value_deserializer=None if vd is not None else self._config.value_deserializer,
+            )
         self._group_config: Any = None
         if self._group_options.get("group_protocol") == "consumer":
             from aiokproto.consumer.group.group_config import CLASSIC_ONLY_OPTIONS
@@ -249,6 +267,9 @@ class Consumer(StartStop, Generic[K, V]):
         # records taken from the fetcher but not yet yielded by async iteration
         self._pending: list[ConsumerRecord[Any, Any]] = []
         self._pending_index = 0
+        # first (offset, epoch) per partition of records drained and being awaited
+        # through ContextDeserializers: not consumed yet (commits stay in front of them)
+        self._in_flight: dict[TopicPartition, tuple[int, int]] = {}
         self._pending_version = 0
         self._positions_version = -1
         self._static_topics: frozenset[str] | None = None
@@ -831,6 +852,8 @@ class Consumer(StartStop, Generic[K, V]):
             self._check_running()
             waiter = fetcher.data_waiter()
             out = fetcher.drain(limit, only)
+            if out and self._ctx is not None:
+                out = await self._deserialize_in_context(out)
             if out:
                 return out  # type: ignore[return-value]  # deserialized: K, V
             remaining = deadline - loop.time()
@@ -857,6 +880,8 @@ class Consumer(StartStop, Generic[K, V]):
             self._check_running()
             waiter = self._fetcher.data_waiter()
             out = self._fetcher.drain(1, only)
+            if out and self._ctx is not None:
+                out = await self._deserialize_in_context(out)
             for recs in out.values():
                 return recs[0]  # type: ignore[return-value]  # deserialized: K, V
             await waiter.wait()
@@ -893,6 +918,8 @@ class Consumer(StartStop, Generic[K, V]):
                 raise StopAsyncIteration
             waiter = fetcher.data_waiter()
             out = fetcher.drain(limit)
+            if out and self._ctx is not None:
+                out = await self._deserialize_in_context(out)
             if out:
                 if len(out) == 1:
                     (records,) = out.values()
@@ -909,6 +936,40 @@ class Consumer(StartStop, Generic[K, V]):
                 raise StopAsyncIteration
 
     # -- internals --------------------------------------------------------------------------
+
+    async def _deserialize_in_context(
+        self, got: dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Await the ContextDeserializers over drained records. A record that fails and
+        the rest of its partition are not handed out: the position goes back to it, so
+        it fails again (``RecordDeserializationError``) until a seek past it."""
+        assert self._ctx is not None
+        kd, vd = self._ctx
+        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        error: RecordDeserializationError | None = None
+        # an auto-commit while a deserializer awaits must not cover these records
+        self._in_flight = {tp: (recs[0][2], recs[0][8]) for tp, recs in got.items() if recs}
+        try:
+            for tp, recs in got.items():
+                done, failed = await deserialize_records(kd, vd, recs)
+                if done:
+                    out[tp] = done
+                if failed is not None:
+                    bad = recs[failed[0]]
+                    if self._subs.state_of(tp) is not None:
+                        self._subs.seek(tp, bad.offset)
+                    error = error or RecordDeserializationError(tp, bad.offset, failed[1])
+        except BaseException:
+            # cancelled (or a bug) while awaiting: none of them was handed out
+            for tp, (offset, _) in self._in_flight.items():
+                if self._subs.state_of(tp) is not None:
+                    self._subs.seek(tp, offset)
+            raise
+        finally:
+            self._in_flight = {}
+        if error is not None and not out:
+            raise error
+        return out
 
     def _only(self, partitions: tuple[TopicPartition, ...]) -> frozenset[TopicPartition] | None:
         if not partitions:
@@ -931,6 +992,9 @@ class Consumer(StartStop, Generic[K, V]):
             tp = TopicPartition(r[0], r[1])
             if tp not in out:
                 out[tp] = (r[2], r[8])
+        for tp, first in self._in_flight.items():
+            if tp not in out or first[0] < out[tp][0]:
+                out[tp] = first
         return out
 
     def _drop_pending(self, partitions: set[TopicPartition] | None = None) -> None:

@@ -58,6 +58,17 @@ def _listed_headers(headers: Any) -> list[Header]:
         ) from None
 
 
+async def _serialize_ctx(serializer: Any, data: Any, ctx: Any, what: str) -> Any:
+    """``await serializer(data, ctx)``; its own KafkaErrors (a registry's typed
+    errors) pass through as they are."""
+    try:
+        return await serializer(data, ctx)
+    except KafkaError:
+        raise
+    except Exception as exc:
+        raise SerializationError(f"the {what}_serializer raised {exc!r}") from exc
+
+
 def _serialize(serializer: Any, data: Any, what: str) -> Any:
     try:
         return serializer(data)

@@ -54,6 +54,7 @@ from aiokproto.producer.checks import (
     _header_charge,
     _listed_headers,
     _serialize,
+    _serialize_ctx,
 )
 from aiokproto.producer.delivery import (
     BatchDelivery,
@@ -76,6 +77,9 @@ from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
 from aiokproto.reprs import client_repr, connection_fields
+from aiokproto.serialization import ContextSerializer, MessageField, SerializationContext
+from aiokproto.serialization import in_context as _in_context
+from aiokproto.serialization import serialized as _SERIALIZED
 from aiokproto.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -268,7 +272,7 @@ class Producer(StartStop, Generic[SK, SV]):
     def __init__(
         self: Producer[T, Raw],
         *,
-        key_serializer: Callable[[T], bytes | None],
+        key_serializer: Callable[[T], bytes | None] | ContextSerializer[T],
         value_serializer: None = None,
         **options: Unpack[aiokproto.options.ProducerOptions],
     ) -> None: ...
@@ -278,7 +282,7 @@ class Producer(StartStop, Generic[SK, SV]):
         self: Producer[Raw, U],
         *,
         key_serializer: None = None,
-        value_serializer: Callable[[U], bytes | None],
+        value_serializer: Callable[[U], bytes | None] | ContextSerializer[U],
         **options: Unpack[aiokproto.options.ProducerOptions],
     ) -> None: ...
 
@@ -286,16 +290,16 @@ class Producer(StartStop, Generic[SK, SV]):
     def __init__(
         self: Producer[T, U],
         *,
-        key_serializer: Callable[[T], bytes | None],
-        value_serializer: Callable[[U], bytes | None],
+        key_serializer: Callable[[T], bytes | None] | ContextSerializer[T],
+        value_serializer: Callable[[U], bytes | None] | ContextSerializer[U],
         **options: Unpack[aiokproto.options.ProducerOptions],
     ) -> None: ...
 
     def __init__(
         self,
         *,
-        key_serializer: Callable[[Any], bytes | None] | None = None,
-        value_serializer: Callable[[Any], bytes | None] | None = None,
+        key_serializer: Callable[[Any], bytes | None] | ContextSerializer[Any] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | ContextSerializer[Any] | None = None,
         **options: Any,
     ) -> None:
         """Check every option now (``KafkaConfigError`` names a wrong one); connect on
@@ -311,6 +315,15 @@ class Producer(StartStop, Generic[SK, SV]):
         self._max_block = opts.max_block_ms / 1000
         self._key_serializer = opts.key_serializer
         self._value_serializer = opts.value_serializer
+        # a ContextSerializer is awaited with the record's context, on its own path
+        # (_send_in_context): decided here, so a plain callable costs nothing more
+        self._ctx = _in_context(self._key_serializer, self._value_serializer)
+        if self._ctx is not None:
+            if self._ctx[0] is not None:
+                self._key_serializer = None
+            if self._ctx[1] is not None:
+                self._value_serializer = None
+            self._ctx_lock = asyncio.Lock()
         self._partitioner: PartitionerFn | None = opts.partitioner
         # the largest charge a record may have: its whole batch must fit a request
         self._max_charge = opts.max_record_size - BATCH_HEADER - RECORD_OVERHEAD_BOUND
@@ -428,7 +441,7 @@ class Producer(StartStop, Generic[SK, SV]):
         self._plain = self._accepting and self._no_serializers()
 
     def _no_serializers(self) -> bool:
-        return self._key_serializer is None and self._value_serializer is None
+        return self._key_serializer is None and self._value_serializer is None and not self._ctx
 
     async def stop(self, timeout_ms: int | None = None) -> None:
         """Deliver what is buffered (within ``timeout_ms``, default
@@ -590,6 +603,10 @@ class Producer(StartStop, Generic[SK, SV]):
         if not self._plain:
             if not self._accepting:
                 self._check_running()
+            if self._ctx is not None and not _SERIALIZED.get():
+                return await self._send_in_context(
+                    topic, value, key, partition, timestamp_ms, headers
+                )
             if self._key_serializer is not None and key is not None:
                 key = _serialize(self._key_serializer, key, "key")
             if self._value_serializer is not None and value is not None:
@@ -662,6 +679,82 @@ class Producer(StartStop, Generic[SK, SV]):
             self._yield_next = True
         return handle
 
+    async def _send_in_context(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[Header] | None,
+    ) -> DeliveryFuture:
+        """send() through the context serializers, one record at a time in call order:
+        the lock is held until the record is buffered, so a record whose serializer
+        awaits the registry keeps the records sent after it behind it (records of one
+        partition stay in send order)."""
+        kser, vser = self._ctx  # type: ignore[misc]
+        async with self._ctx_lock:
+            if kser is not None and key is not None:
+                ctx = SerializationContext(topic, MessageField.KEY, headers)
+                key = await _serialize_ctx(kser, key, ctx, "key")
+            if vser is not None and value is not None:
+                ctx = SerializationContext(topic, MessageField.VALUE, headers)
+                value = await _serialize_ctx(vser, value, ctx, "value")
+            token = _SERIALIZED.set(True)  # this task's inner send() skips this path
+            try:
+                return await self.send(topic, value, key, partition, timestamp_ms, headers)
+            finally:
+                _SERIALIZED.reset(token)
+
+    async def _send_batch_in_context(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        keys: Iterable[Any] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[Header] | None,
+    ) -> BatchDelivery:
+        """send_batch() through the context serializers, in call order (as above)."""
+        kser, vser = self._ctx  # type: ignore[misc]
+        async with self._ctx_lock:
+            vals = await self._ctx_list(vser, topic, values, MessageField.VALUE, headers)
+            key_list = None if keys is None else await self._ctx_list(
+                kser, topic, keys, MessageField.KEY, headers
+            )
+            token = _SERIALIZED.set(True)
+            try:
+                return await self.send_batch(
+                    topic,
+                    vals,
+                    keys=key_list,
+                    partition=partition,
+                    timestamp_ms=timestamp_ms,
+                    headers=headers,
+                )
+            finally:
+                _SERIALIZED.reset(token)
+
+    async def _ctx_list(
+        self,
+        ser: ContextSerializer[Any] | None,
+        topic: str,
+        items: Iterable[Any],
+        field: MessageField,
+        headers: Sequence[Header] | None,
+    ) -> list[Any]:
+        try:
+            listed = list(items)
+        except TypeError:
+            raise SerializationError(
+                f"send_batch {field}s must be an iterable, not {type(items).__name__}"
+            ) from None
+        if ser is None:
+            return listed
+        ctx = SerializationContext(topic, field, headers)
+        what = str(field)
+        return [None if v is None else await _serialize_ctx(ser, v, ctx, what) for v in listed]
+
     async def send_and_wait(
         self,
         topic: str,
@@ -678,6 +771,11 @@ class Producer(StartStop, Generic[SK, SV]):
     def create_batch(self) -> BatchBuilder:
         """An empty batch to fill with ``append()`` and hand to
         ``send_batch(batch, topic, partition=p)`` (aiokafka's batch interface)."""
+        if self._ctx is not None:
+            raise KafkaConfigError(
+                "create_batch(): append() is synchronous and cannot await a context "
+                "serializer; use send() or send_batch(topic, values)"
+            )
         return BatchBuilder(self.options.batch_size, self._key_serializer, self._value_serializer)
 
     @overload
@@ -727,6 +825,10 @@ class Producer(StartStop, Generic[SK, SV]):
             if not isinstance(values, str) or partition is None:
                 raise KafkaConfigError("send_batch(batch, topic, partition=...) needs both")
             return await self._send_built(topic, values, partition)
+        if self._ctx is not None and not _SERIALIZED.get():
+            return await self._send_batch_in_context(
+                topic, values, keys, partition, timestamp_ms, headers
+            )
         if self._yield_next:
             await self._give_sender_a_turn()
         txn_round = self._txn_round

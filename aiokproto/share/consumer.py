@@ -43,6 +43,11 @@ from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import SHARE_GROUP, PollMetrics, ShareFetchMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
 from aiokproto.reprs import client_repr, connection_fields
+from aiokproto.serialization import (
+    ContextDeserializer,
+    deserialize_records,
+    deserializers_in_context,
+)
 from aiokproto.share.acks import AcknowledgeType, ack_type
 from aiokproto.share.driver import ShareGroupDriver
 from aiokproto.share.fetcher import AckResults, ShareFetcher
@@ -101,7 +106,7 @@ class ShareConsumer(StartStop, Generic[K, V]):
     def __init__(
         self: ShareConsumer[T, bytes | None],
         *topics: str,
-        key_deserializer: Callable[[bytes | None], T],
+        key_deserializer: Callable[[bytes | None], T] | ContextDeserializer[T],
         value_deserializer: None = None,
         **options: Unpack[aiokproto.options.ShareConsumerOptions],
     ) -> None: ...
@@ -111,7 +116,7 @@ class ShareConsumer(StartStop, Generic[K, V]):
         self: ShareConsumer[bytes | None, U],
         *topics: str,
         key_deserializer: None = None,
-        value_deserializer: Callable[[bytes | None], U],
+        value_deserializer: Callable[[bytes | None], U] | ContextDeserializer[U],
         **options: Unpack[aiokproto.options.ShareConsumerOptions],
     ) -> None: ...
 
@@ -119,16 +124,16 @@ class ShareConsumer(StartStop, Generic[K, V]):
     def __init__(
         self: ShareConsumer[T, U],
         *topics: str,
-        key_deserializer: Callable[[bytes | None], T],
-        value_deserializer: Callable[[bytes | None], U],
+        key_deserializer: Callable[[bytes | None], T] | ContextDeserializer[T],
+        value_deserializer: Callable[[bytes | None], U] | ContextDeserializer[U],
         **options: Unpack[aiokproto.options.ShareConsumerOptions],
     ) -> None: ...
 
     def __init__(
         self,
         *topics: str,
-        key_deserializer: Callable[[bytes | None], Any] | None = None,
-        value_deserializer: Callable[[bytes | None], Any] | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | ContextDeserializer[Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | ContextDeserializer[Any] | None = None,
         **options: Any,
     ) -> None:
         """Check every option now (``KafkaConfigError`` names a wrong one); connect and
@@ -144,6 +149,15 @@ class ShareConsumer(StartStop, Generic[K, V]):
             self._opts = ShareConfig(**own)
         except TypeError as exc:
             raise KafkaConfigError(f"ShareConsumer: {exc}") from None
+        # ContextDeserializers are awaited in getmany(); plain ones stay in _deserialized
+        self._ctx = deserializers_in_context(
+            self._opts.key_deserializer, self._opts.value_deserializer
+        )
+        if self._ctx is not None:
+            if self._ctx[0] is not None:
+                self._opts.key_deserializer = None
+            if self._ctx[1] is not None:
+                self._opts.value_deserializer = None
         self._topics = self._check_topics(topics)
         self._client: ClusterClient | None = None
         cc = self._client_config
@@ -366,6 +380,8 @@ class ShareConsumer(StartStop, Generic[K, V]):
                 if self._state != "running":
                     raise ConsumerStoppedError("the share consumer stopped")
             taken = self._take(limit)
+            if taken and self._ctx is not None:
+                taken = await self._deserialize_in_context(taken)
             if taken:  # else all it had waited past its lock: wait on for more
                 return taken  # type: ignore[return-value]  # deserialized: K, V
 
@@ -470,6 +486,50 @@ class ShareConsumer(StartStop, Generic[K, V]):
         if out:
             self._fetch_metrics.drained(taken)
         self._signals.notify()  # a broker whose records are all handed out fetches again
+        return out
+
+    async def _deserialize_in_context(
+        self, taken: dict[TopicPartition, list[ShareRecord]]
+    ) -> dict[TopicPartition, list[ShareRecord]]:
+        """Await the ContextDeserializers; a record that fails is released and its error
+        raised by a later call, as a plain deserializer's (_deserialized)."""
+        assert self._ctx is not None
+        kd, vd = self._ctx
+        try:
+            return await self._deserialize_taken(kd, vd, taken)
+        except BaseException:
+            # cancelled while a deserializer awaited: none was handed out; another
+            # member (or this one, later) gets them (implicit mode would accept them)
+            for tp, recs in taken.items():
+                for r in recs:
+                    if self._handed.pop((tp, r.offset), None) is not None:
+                        self._book.acknowledge(tp, r.offset, AcknowledgeType.RELEASE)
+            raise
+
+    async def _deserialize_taken(
+        self,
+        kd: ContextDeserializer[Any] | None,
+        vd: ContextDeserializer[Any] | None,
+        taken: dict[TopicPartition, list[ShareRecord]],
+    ) -> dict[TopicPartition, list[ShareRecord]]:
+        out: dict[TopicPartition, list[ShareRecord]] = {}
+        for tp, recs in taken.items():
+            kept: list[ShareRecord] = []
+            while recs:
+                done, failed = await deserialize_records(kd, vd, recs)
+                kept += done
+                if failed is None:
+                    break
+                bad = recs[failed[0]]
+                if self._handed.pop((tp, bad.offset), None) is not None:
+                    self._book.acknowledge(tp, bad.offset, AcknowledgeType.RELEASE)
+                self._signals.errors.append(RecordDeserializationError(tp, bad.offset, failed[1]))
+                recs = recs[failed[0] + 1 :]
+            for r in kept:
+                if (tp, r.offset) in self._handed:  # still ours after the awaits
+                    self._handed[(tp, r.offset)] = r
+            if kept:
+                out[tp] = kept
         return out
 
     def _forget_dropped(self) -> None:

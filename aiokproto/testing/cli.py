@@ -1,6 +1,7 @@
 """``python -m aiokproto.testing``: resolve jars, run a persistent local broker.
 
 resolve [--version V | --all]        fetch the broker jars into the cache
+        [--schema-registry]          and build the test schema registry (Apicurio)
 broker start [--version V] [...]     start a background broker, print its bootstrap
 broker stop                          stop it
 broker status [--bootstrap]          is it running? (exit 1 if not)
@@ -161,6 +162,12 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         began = time.monotonic()
         libs = ensure_jars(version)
         print(f"Kafka {version}: {libs} ({time.monotonic() - began:.1f}s)")
+    if args.schema_registry:
+        from aiokproto.testing import schema_registry
+
+        began = time.monotonic()
+        jar = schema_registry.build()
+        print(f"schema registry: {jar} ({time.monotonic() - began:.1f}s)")
     return 0
 
 
@@ -326,6 +333,11 @@ def build_parser() -> argparse.ArgumentParser:
     resolve = sub.add_parser("resolve", help="fetch Kafka jars from Maven Central into the cache")
     resolve.add_argument("--version", choices=SUPPORTED_VERSIONS, default=DEFAULT_VERSION)
     resolve.add_argument("--all", action="store_true", help="every supported version")
+    resolve.add_argument(
+        "--schema-registry",
+        action="store_true",
+        help="also build the tests' schema registry (Apicurio Registry, Maven, minutes once)",
+    )
     resolve.set_defaults(func=cmd_resolve)
 
     broker = sub.add_parser("broker", help="a persistent single-node broker in the background")

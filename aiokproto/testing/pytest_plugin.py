@@ -12,6 +12,9 @@ Fixtures (all brokers start lazily, on first use, and live for the session):
 * ``kafka_cluster``: a 3-node cluster (tests may stop/kill/restart nodes; stopped nodes
   are restarted before the next test).
 * ``topic_name``: a unique topic name per test.
+* ``schema_registry``: a local Confluent-compatible schema registry (Apicurio Registry,
+  built once by Maven into the cache dir; ``.url`` for ``SchemaRegistryClient``); tests
+  may ``stop()`` and ``start()`` it (it comes back on the same port, empty).
 
 ``--event-loop uvloop`` (or ``$AIOKPROTO_EVENT_LOOP=uvloop``) runs every async test on
 uvloop instead of asyncio's own loop; ``event_loop_name`` tells a test which one.
@@ -42,6 +45,7 @@ from aiokproto.testing.discovery import (
 )
 from aiokproto.testing.errors import KafkaHarnessError
 from aiokproto.testing.jars import SUPPORTED_VERSIONS
+from aiokproto.testing.schema_registry import LocalSchemaRegistry, registry_possible
 
 _MARKERS = (
     "cluster: needs the 3-node KRaft cluster",
@@ -102,7 +106,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 EVENT_LOOPS = ("asyncio", "uvloop")
 #: a test that uses any of these (directly or through another fixture) needs a broker
-_BROKER_FIXTURES = frozenset({"kafka_pool", "_kafka_cluster_session"})
+_BROKER_FIXTURES = frozenset({"kafka_pool", "_kafka_cluster_session", "_schema_registry_session"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -222,6 +226,26 @@ def kafka_cluster(_kafka_cluster_session: LocalKafka) -> LocalKafka:
         if not node.is_running:
             cluster.restart_node(node.node_id)
     return cluster
+
+
+@pytest.fixture(scope="session")
+def _schema_registry_session() -> Iterator[LocalSchemaRegistry]:
+    why_not = registry_possible()
+    if why_not is not None:
+        pytest.skip(why_not)
+    registry = LocalSchemaRegistry()
+    registry.start()
+    try:
+        yield registry
+    finally:
+        registry.stop()
+
+
+@pytest.fixture
+def schema_registry(_schema_registry_session: LocalSchemaRegistry) -> LocalSchemaRegistry:
+    """The session's schema registry, running (started again if a test stopped it)."""
+    _schema_registry_session.start()
+    return _schema_registry_session
 
 
 @pytest.fixture

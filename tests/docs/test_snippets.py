@@ -14,6 +14,8 @@ Conventions for the Markdown under ``docs/`` (``index.md`` and ``guides/*.md``):
   (SASL_PLAINTEXT), ``localhost:9094`` (SSL), ``localhost:9095`` (SASL_SSL) and the
   TLS files ``/etc/kafka/ca.pem``, ``/etc/kafka/client.pem``, ``/etc/kafka/client.key``.
   The SASL users are the harness's own (``alice``/``alice-secret``).
+  ``http://localhost:8081`` is the session's schema registry (the ``schema_registry``
+  fixture).
 * Topic, group and transactional-id names listed in ``NAMES`` get a suffix unique to
   the block wherever a string literal is exactly that name, so no two blocks (and no
   two runs against one cluster) share a topic or a group.
@@ -78,6 +80,7 @@ NAMES = frozenset(
     }
 )
 PLAINTEXT_PLACEHOLDER = "localhost:9092"
+REGISTRY_PLACEHOLDER = "http://localhost:8081"
 SECURE_PLACEHOLDERS = {
     "localhost:9093": "SASL_PLAINTEXT",
     "localhost:9094": "SSL",
@@ -175,6 +178,8 @@ def placeholder_values(code: str, request: pytest.FixtureRequest) -> dict[str, s
     """Placeholder -> this session's value, for the placeholders ``code`` uses."""
     kafka = request.getfixturevalue("kafka")
     values = {PLAINTEXT_PLACEHOLDER: kafka.bootstrap_servers}
+    if REGISTRY_PLACEHOLDER in code:
+        values[REGISTRY_PLACEHOLDER] = request.getfixturevalue("schema_registry").url
     secure = [p for p in [*SECURE_PLACEHOLDERS, *TLS_PLACEHOLDERS] if p in code]
     if secure:
         local = request.getfixturevalue("kafka_secure")  # skips on an external cluster
@@ -252,7 +257,12 @@ def test_python_block_runs(block: Block, request: pytest.FixtureRequest) -> None
     suffix = uuid.uuid4().hex[:8]
     values = {**unique_names(suffix), **placeholder_values(block.code, request)}
     code = substitute_python(block.code, values)
-    for placeholder in [PLAINTEXT_PLACEHOLDER, *SECURE_PLACEHOLDERS, *TLS_PLACEHOLDERS]:
+    for placeholder in [
+        PLAINTEXT_PLACEHOLDER,
+        REGISTRY_PLACEHOLDER,
+        *SECURE_PLACEHOLDERS,
+        *TLS_PLACEHOLDERS,
+    ]:
         assert placeholder not in code, f"{placeholder} is left in a string the test missed"
 
     if "ShareConsumer(" in code:

@@ -1,0 +1,172 @@
+"""``AvroSerializer`` / ``AvroDeserializer``: Avro (fastavro) in the Confluent wire format.
+
+The serializer writes with its own schema (registered or looked up under the subject)
+or with the subject's latest version (``use.latest.version``); the deserializer reads
+with the writer's schema from the id in the payload, resolved to its own reader schema
+when it has one (schema evolution). Referenced schemas (named types from other
+subjects) are fetched and parsed first.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import fastavro
+from fastavro.validation import validate
+
+from aiokproto.schema_registry.client import Schema, SchemaRegistryClient
+from aiokproto.schema_registry.errors import InvalidSchemaError, SchemaMismatchError
+from aiokproto.schema_registry.serde import SubjectIds, frame, unframe
+from aiokproto.serialization import ContextDeserializer, ContextSerializer, SerializationContext
+
+ToDict = Callable[[Any, SerializationContext], Any]
+FromDict = Callable[[Any, SerializationContext], Any]
+
+
+def _as_schema(schema: str | Schema) -> Schema:
+    if isinstance(schema, Schema):
+        if schema.schema_type != "AVRO":
+            raise InvalidSchemaError(
+                f"an Avro serde needs an AVRO schema, not {schema.schema_type}"
+            )
+        return schema
+    return Schema(schema, "AVRO")
+
+
+async def _parse(client: SchemaRegistryClient, schema: Schema) -> Any:
+    """The fastavro-parsed schema, its references' named types resolved first."""
+    named: dict[str, Any] = {}
+    await _add_references(client, schema, named, set())
+    try:
+        return fastavro.parse_schema(json.loads(schema.schema_str), named_schemas=named)
+    except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
+        raise InvalidSchemaError(f"not a valid Avro schema: {exc}") from exc
+
+
+async def _add_references(
+    client: SchemaRegistryClient, schema: Schema, named: dict[str, Any], seen: set[tuple[str, int]]
+) -> None:
+    for ref in schema.references:
+        if (ref.subject, ref.version) in seen:
+            continue
+        seen.add((ref.subject, ref.version))
+        found = await client.get_version(ref.subject, ref.version)
+        await _add_references(client, found.schema, named, seen)
+        fastavro.parse_schema(json.loads(found.schema.schema_str), named_schemas=named)
+
+
+def _record_name(schema: Schema) -> str | None:
+    try:
+        parsed = json.loads(schema.schema_str)
+    except ValueError as exc:
+        raise InvalidSchemaError(f"the Avro schema is not JSON: {exc}") from exc
+    if isinstance(parsed, dict) and parsed.get("type") == "record" and "name" in parsed:
+        name = str(parsed["name"])
+        namespace = parsed.get("namespace")
+        return name if "." in name or not namespace else f"{namespace}.{name}"
+    return None
+
+
+class AvroSerializer(ContextSerializer[Any]):
+    """Writes dicts (or what ``to_dict(obj, ctx)`` makes of objects) as Avro.
+
+    ``conf``: ``auto.register.schemas`` (default True), ``use.latest.version``,
+    ``normalize.schemas``, ``subject.name.strategy`` (default
+    ``topic_subject_name_strategy``: ``<topic>-value`` / ``<topic>-key``).
+    """
+
+    def __init__(
+        self,
+        schema_registry_client: SchemaRegistryClient,
+        schema_str: str | Schema,
+        to_dict: ToDict | None = None,
+        conf: Mapping[str, Any] | None = None,
+    ) -> None:
+        schema = _as_schema(schema_str)
+        self._ids = SubjectIds(schema_registry_client, schema, _record_name(schema), conf)
+        self._client = schema_registry_client
+        self._to_dict = to_dict
+        self._parsed: dict[int, Any] = {}  # schema id -> parsed writer schema
+
+    async def serialize(self, data: Any, ctx: SerializationContext) -> bytes | None:
+        if data is None:
+            return None
+        ids = self._ids
+        subject = ids.strategy(ctx, ids.record_name)
+        entry = ids.ids.get(subject)
+        if entry is None:
+            entry = await ids.fetch(subject)
+        schema_id = entry[0]
+        parsed = self._parsed.get(schema_id)
+        if parsed is None:
+            parsed = self._parsed[schema_id] = await _parse(self._client, entry[1])
+        if self._to_dict is not None:
+            data = self._to_dict(data, ctx)
+        buf = io.BytesIO()
+        try:
+            fastavro.schemaless_writer(buf, parsed, data)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+            raise _mismatch(data, parsed, subject, exc) from exc
+        return frame(schema_id, buf.getvalue())
+
+
+def _mismatch(data: Any, parsed: Any, subject: str, exc: Exception) -> SchemaMismatchError:
+    # the writer's message does not say where; the validator does (only on failure)
+    try:
+        validate(data, parsed, raise_errors=True)
+    except fastavro.validation.ValidationError as verr:
+        first = verr.errors[0]
+        path = str(first.field)
+        return SchemaMismatchError(
+            f"record does not match the Avro schema of {subject!r} at {path}: "
+            f"{first.datum!r} is not {first.schema}",
+            path,
+        )
+    except Exception:  # the validator itself choked: report the writer's error
+        pass
+    return SchemaMismatchError(f"record does not match the Avro schema of {subject!r}: {exc}", "")
+
+
+class AvroDeserializer(ContextDeserializer[Any]):
+    """Reads wire-format Avro into dicts (or ``from_dict(d, ctx)``).
+
+    With ``schema_str`` records are resolved to it (a reader on an older or newer
+    schema, as the subject's compatibility rule allows); without, they are read as
+    written.
+    """
+
+    def __init__(
+        self,
+        schema_registry_client: SchemaRegistryClient,
+        schema_str: str | Schema | None = None,
+        from_dict: FromDict | None = None,
+    ) -> None:
+        self._client = schema_registry_client
+        self._reader = None if schema_str is None else _as_schema(schema_str)
+        self._reader_parsed: Any = None
+        self._from_dict = from_dict
+        self._writers: dict[int, Any] = {}
+
+    async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> Any:
+        if data is None:
+            return None
+        schema_id, payload = unframe(data)
+        writer = self._writers.get(schema_id)
+        if writer is None:
+            schema = await self._client.get_schema(schema_id)
+            writer = self._writers[schema_id] = await _parse(self._client, schema)
+        reader = self._reader_parsed
+        if reader is None and self._reader is not None:
+            reader = self._reader_parsed = await _parse(self._client, self._reader)
+        try:
+            record = fastavro.schemaless_reader(io.BytesIO(payload), writer, reader)
+        except (EOFError, ValueError, IndexError, TypeError, KeyError) as exc:
+            raise SchemaMismatchError(
+                f"payload with schema id {schema_id} could not be read as Avro: {exc!r}", ""
+            ) from exc
+        if self._from_dict is not None:
+            return self._from_dict(record, ctx)
+        return record

@@ -1,0 +1,110 @@
+"""Context-aware (and possibly async) serializers for the producer and consumers.
+
+A plain ``key_serializer``/``value_serializer`` is ``f(data) -> bytes``: the hot path
+calls it as it always has. An object of a ``ContextSerializer`` subclass is called
+``await s(data, ctx)`` instead, with a ``SerializationContext`` (topic, key or value,
+headers: what a schema registry serializer needs for its subject and may await a
+registry look-up for). The producer tells the two apart once, at construction, so a
+plain callable costs nothing more. ``ContextDeserializer`` is the consuming side: its
+``deserialize(data, ctx)`` is a coroutine the consumers await before handing records
+out, in order.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from contextvars import ContextVar
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from aiokproto.records.record import Header
+
+T = TypeVar("T")
+
+#: True inside a producer's own send() of a record its context serializers already
+#: made bytes (per task: another task's send() still serializes)
+serialized: ContextVar[bool] = ContextVar("aiokproto_serialized", default=False)
+
+
+class MessageField(enum.StrEnum):
+    """Which part of a record a serializer handles (confluent-kafka's name)."""
+
+    KEY = "key"
+    VALUE = "value"
+
+
+class SerializationContext(NamedTuple):
+    """What a context-aware serializer is told besides the data (confluent-kafka's)."""
+
+    topic: str
+    field: MessageField
+    headers: Sequence[Header] | None = None
+
+
+class ContextSerializer(Generic[T]):
+    """Base of serializers called ``await s(data, ctx)`` (see the module docstring).
+
+    Subclasses implement ``serialize``; ``None`` data never reaches it (a None key or
+    value stays None, as with plain serializers).
+    """
+
+    async def serialize(self, data: T, ctx: SerializationContext) -> bytes | None:
+        raise NotImplementedError
+
+    async def __call__(self, data: T, ctx: SerializationContext) -> bytes | None:
+        return await self.serialize(data, ctx)
+
+
+class ContextDeserializer(Generic[T]):
+    """Base of deserializers called ``await d(data, ctx)`` by the consumers."""
+
+    async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> T:
+        raise NotImplementedError
+
+    async def __call__(self, data: bytes | None, ctx: SerializationContext) -> T:
+        return await self.deserialize(data, ctx)
+
+
+def in_context(
+    key: object, value: object
+) -> tuple[ContextSerializer[Any] | None, ContextSerializer[Any] | None] | None:
+    """The (key, value) context serializers if either is one, else None (a plain
+    callable beside one stays on the plain path)."""
+    kctx, vctx = isinstance(key, ContextSerializer), isinstance(value, ContextSerializer)
+    if not (kctx or vctx):
+        return None
+    return (key if kctx else None, value if vctx else None)  # type: ignore[return-value]
+
+
+def deserializers_in_context(
+    key: object, value: object
+) -> tuple[ContextDeserializer[Any] | None, ContextDeserializer[Any] | None] | None:
+    """The (key, value) context deserializers if either is one, else None (a plain
+    callable beside one stays where it is called today, in the fetcher)."""
+    kctx, vctx = isinstance(key, ContextDeserializer), isinstance(value, ContextDeserializer)
+    if not (kctx or vctx):
+        return None
+    return (key if kctx else None, value if vctx else None)  # type: ignore[return-value]
+
+
+R = TypeVar("R", bound=Any)
+_KEY, _VALUE = MessageField.KEY, MessageField.VALUE
+
+
+async def deserialize_records(
+    kd: ContextDeserializer[Any] | None, vd: ContextDeserializer[Any] | None, records: list[R]
+) -> tuple[list[R], tuple[int, Exception] | None]:
+    """Records (``ConsumerRecord``/``ShareRecord``) with key and value deserialized, in
+    order, up to the first that fails: ``(done, None)`` or ``(done, (index, error))``."""
+    out: list[R] = []
+    for i, r in enumerate(records):
+        try:
+            key, value = r.key, r.value
+            if kd is not None and key is not None:
+                key = await kd(key, SerializationContext(r.topic, _KEY, r.headers))
+            if vd is not None and value is not None:
+                value = await vd(value, SerializationContext(r.topic, _VALUE, r.headers))
+        except Exception as exc:
+            return out, (i, exc)
+        out.append(r._replace(key=key, value=value))
+    return out, None
