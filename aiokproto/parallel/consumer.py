@@ -374,12 +374,11 @@ class ParallelConsumer(Generic[K, V]):
                 for r in records:
                     po.add(r.offset, now)
                     sched.add(tp, lane, r)
+        assigned = self._consumer.assignment()
+        sched.partitions = len(assigned)
+        for tp in batch if sched.queued_total < sched.max_queued_total else assigned:
             if tp not in self._paused and sched.over_limit(tp):
                 self._pause(tp)
-        if sched.queued_total >= sched.max_queued_total:
-            for tp in self._consumer.assignment():
-                if tp not in self._paused:
-                    self._pause(tp)
         self._dispatch()
 
     def _pause(self, tp: TopicPartition) -> None:

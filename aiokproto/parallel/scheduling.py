@@ -42,6 +42,8 @@ class Scheduler(Generic[T]):
         self._ready: deque[Hashable] = deque()
         self._queued: dict[TopicPartition, int] = {}
         self.queued_total = 0
+        #: partitions assigned (set by the owner): each one's fair share of the total
+        self.partitions = 1
 
     def lane_of(self, tp: TopicPartition, key: object) -> Hashable:
         """The lane of a record of ``tp`` with ``key`` (None for ``"unordered"``). A key
@@ -127,17 +129,25 @@ class Scheduler(Generic[T]):
             self.queued_total -= self._queued.pop(tp, 0)
         return dropped
 
+    def _share(self) -> int:
+        """A partition's fair share of the total bound."""
+        return max(1, self.max_queued_total // max(1, self.partitions))
+
     def over_limit(self, tp: TopicPartition) -> bool:
-        """Fetching ``tp`` should pause: its queue or the total is at its bound."""
-        return (
-            self._queued.get(tp, 0) >= self.max_queued_per_partition
-            or self.queued_total >= self.max_queued_total
+        """Fetching ``tp`` should pause: its queue is at its bound, or the total is at
+        its bound and ``tp`` holds at least its fair share of it. (A partition below
+        its share keeps fetching, so one partition filling the total first never
+        starves the others: the total stays below about twice its bound.)"""
+        queued = self._queued.get(tp, 0)
+        return queued >= self.max_queued_per_partition or (
+            self.queued_total >= self.max_queued_total and queued >= self._share()
         )
 
     def under_limit(self, tp: TopicPartition) -> bool:
-        """A paused ``tp`` may fetch again: both queues drained to half their bound
-        (hysteresis, so fetching does not flap on every record)."""
-        return (
-            self._queued.get(tp, 0) <= self.max_queued_per_partition // 2
-            and self.queued_total <= self.max_queued_total // 2
+        """A paused ``tp`` may fetch again: its queue drained to half its bound, and the
+        total to half its bound or ``tp`` to half its share (hysteresis, so fetching
+        does not flap on every record)."""
+        queued = self._queued.get(tp, 0)
+        return queued <= self.max_queued_per_partition // 2 and (
+            self.queued_total <= self.max_queued_total // 2 or queued <= self._share() // 2
         )

@@ -83,19 +83,38 @@ def test_drop_forgets_only_the_revoked_partitions(ordering: Ordering) -> None:
 
 def test_back_pressure_bounds_with_hysteresis() -> None:
     s = sched("key", per=4, total=6)
+    s.partitions = 2  # a fair share of the total is 3
     for offset in range(3):
         add(s, P0, b"k", offset)
     assert not s.over_limit(P0)
     add(s, P0, b"k", 3)
-    assert s.over_limit(P0) and not s.under_limit(P0)
+    assert s.over_limit(P0) and not s.under_limit(P0)  # its own bound
     add(s, P1, b"k", 0)
     add(s, P1, b"k", 1)
-    assert s.over_limit(P1)  # the total bound pauses every partition
-    for _ in range(3):
+    # the total is at its bound, but P1 is below its share: it keeps fetching, so a
+    # partition that filled the total first does not starve it
+    assert s.queued_total == 6 and not s.over_limit(P1)
+    add(s, P1, b"k", 2)
+    assert s.over_limit(P1) and not s.under_limit(P1)
+    got = s.take()  # P0's first; its key is busy now, so nothing else starts
+    assert got is not None and got[0] == P0
+    assert not s.under_limit(P0)
+    for _ in range(2):  # P1's key is a lane of its own: one at a time too
+        s.release(got[1])
         got = s.take()
         assert got is not None
+    s.release(got[1])
+    # 2 left of each: within half their own bound (2), but the total 4 is above half
+    # its bound (3) and each holds more than half its share (1): both stay paused
+    assert (s.queued(P0), s.queued(P1)) == (2, 2)
+    assert not s.under_limit(P0) and not s.under_limit(P1)
+    got = s.take()
+    assert got is not None
+    s.release(got[1])
+    assert s.queued_total == 3 and s.under_limit(P0) and s.under_limit(P1)
+    while (got := s.take()) is not None:
         s.release(got[1])
-    assert s.under_limit(P1) and not s.over_limit(P1)
+    assert s.under_limit(P0) and s.under_limit(P1) and not s.over_limit(P0)
 
 
 @settings(max_examples=200, deadline=None)
