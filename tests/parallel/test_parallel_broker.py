@@ -77,7 +77,7 @@ async def test_order_concurrency_and_every_record_once(
             async def handle(record: Record) -> None:
                 nonlocal now, peak
                 lane = {"key": (record.partition, record.key), "partition": record.partition}
-                lane_id = lane.get(ordering, record.offset)
+                lane_id = lane.get(ordering, (record.partition, record.offset))
                 running[lane_id] += 1
                 assert running[lane_id] == 1, f"two records of lane {lane_id} at once"
                 now += 1
