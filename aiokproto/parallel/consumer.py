@@ -345,6 +345,12 @@ class ParallelConsumer(Generic[K, V]):
                 )
             except ConsumerStoppedError:
                 return  # the consumer stopped under us: its revoke committed
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise  # run() ends (its shutdown commits what finished)
+                log.warning("ParallelConsumer: getmany raised %r; polling again", exc)
+                await asyncio.sleep(_POLL_MS / 1000)
+                continue
             if batch:
                 self._take(batch)
             now = loop.time()
