@@ -621,10 +621,18 @@ class ParallelConsumer(Generic[K, V]):
         if workers:
             await asyncio.gather(*workers, return_exceptions=True)
         await self._commit()
-        paused, self._paused = self._paused, set()
+        # The consumer is left where the work stopped: each partition's position at its
+        # safe offset (records dropped from the queues are fetched again if it goes on
+        # being used, and a commit of positions commits only what finished).
+        consumer = self._consumer
         with contextlib.suppress(KafkaError):
-            assigned = self._consumer.assignment()
-            self._consumer.resume(*(tp for tp in paused if tp in assigned))
+            assigned = consumer.assignment()
+            for tp, po in self._offsets.items():
+                safe = po.safe
+                if safe is not None and tp in assigned:
+                    consumer.seek(tp, safe)
+            paused, self._paused = self._paused, set()
+            consumer.resume(*(tp for tp in paused if tp in assigned))
 
     # -- metrics -------------------------------------------------------------------------
 

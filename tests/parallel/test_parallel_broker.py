@@ -135,7 +135,12 @@ async def test_commit_never_passes_an_unfinished_record_on_cancel(
             with pytest.raises(asyncio.CancelledError):
                 await task
             assert pc.in_flight == 0 and cancelled > 0
+        # the consumer is left at the safe offsets: committing its positions (what a
+        # user going on with it might do) commits nothing unfinished either
+        await consumer.commit()
         done = await committed(consumer, topic_name, 2)
+        tp0 = TopicPartition(topic_name, 0)
+        assert (await consumer.getone(tp0)).offset == done[0]  # fetched again from there
     for p, offset in enumerate(done):
         assert offset >= 3  # records before the first hanging one were committed
         assert all((p, o) in finished for o in range(offset)), (p, offset)
