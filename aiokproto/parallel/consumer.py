@@ -456,10 +456,11 @@ class ParallelConsumer(Generic[K, V]):
                     sched.release(lane)  # (after a fatal error, its key stays held)
                 if self._paused:
                     self._maybe_resume()
-                progress, self._progress = self._progress, []
-                for waiter in progress:
-                    if not waiter.done():
-                        waiter.set_result(None)
+                if self._progress:  # a revoke or a stop waits for records to end
+                    progress, self._progress = self._progress, []
+                    for waiter in progress:
+                        if not waiter.done():
+                            waiter.set_result(None)
 
     async def _process(self, task: asyncio.Task[None], record: ConsumerRecord[K, V]) -> bool:
         """Run the handler on ``record`` with retries and the failure policy; True if
