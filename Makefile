@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-many-topics - first send to each of 500 topics, beside librdkafka and aiokafka"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make bench-share - ShareConsumer vs Kafka's Java share consumer, one local broker"
+	@echo "make bench-parallel - ParallelConsumer vs sequential async for (20 ms handler)"
 	@echo "make broker / broker-stop - keep a local single-node Kafka running (127.0.0.1:9092 if free)"
 	@echo "make docs    - build the documentation site into site/ (mkdocs --strict)"
 	@echo "make dist    - sdist + manylinux wheels for CPython 3.11-3.13 in dist/, twine-checked,"
@@ -292,6 +293,12 @@ bench-rebalance: venv jars
 # member per fresh share group reading the same topic, implicit acks (about 2 minutes)
 bench-share: venv jars
 	$(PY) -m benchmarks.share_bench
+
+# ParallelConsumer at max_concurrency 50/200/1,000 per ordering beside sequential
+# async for: 12 partitions, 10,000 keys, a 20 ms handler (about 1 minute; BENCH_ARGS
+# e.g. --seconds 2 --records 100000 for a quick look)
+bench-parallel: venv jars
+	$(PY) -m benchmarks.parallel_bench $(BENCH_ARGS)
 
 # A Spark standalone master and two workers (1 core, 1g each) on 127.0.0.1, started
 # from the installed pyspark's bin/spark-class; prints the master URL and runs in the

@@ -28,6 +28,7 @@ if _typing.TYPE_CHECKING:
         ConsumerRecord,
         OffsetAndTimestamp,
     )
+    from aiokproto.parallel import ParallelConsumer
     from aiokproto.producer import Producer, RecordMetadata
     from aiokproto.share import ShareConsumer, ShareRecord
 
@@ -44,6 +45,7 @@ _LAZY = {
     "ConsumerRebalanceListener": "aiokproto.consumer",
     "ConsumerRecord": "aiokproto.consumer",
     "OffsetAndTimestamp": "aiokproto.consumer",
+    "ParallelConsumer": "aiokproto.parallel",
     "Producer": "aiokproto.producer",
     "RecordMetadata": "aiokproto.producer",
     "ShareConsumer": "aiokproto.share",
@@ -78,6 +80,7 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetSpec",
+    "ParallelConsumer",
     "Producer",
     "RecordMetadata",
     "ShareConsumer",

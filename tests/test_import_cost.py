@@ -35,6 +35,7 @@ def test_import_loads_no_client_and_no_message_codec() -> None:
     assert not [m for m in loaded if m.startswith("aiokproto.protocol.messages")]
     assert not [m for m in loaded if m.startswith("aiokproto.admin")]
     assert not [m for m in loaded if m.startswith(("aiokproto.producer", "aiokproto.consumer"))]
+    assert not [m for m in loaded if m.startswith("aiokproto.parallel")]
 
 
 def test_a_client_name_loads_that_client_only() -> None:
@@ -49,6 +50,11 @@ def test_a_client_name_loads_that_client_only() -> None:
     assert "aiokproto.protocol.messages.metadata" in codecs
     assert "aiokproto.protocol.messages.create_topics" not in codecs
     assert len(codecs) <= 10, codecs
+    # ParallelConsumer: the consumer it wraps, not the producer (only a dead-letter
+    # producer the user passes brings that in) nor the admin client
+    loaded = modules_after("from aiokproto import ParallelConsumer")
+    assert "aiokproto.parallel.consumer" in loaded
+    assert not [m for m in loaded if m.startswith(("aiokproto.producer", "aiokproto.admin"))]
 
 
 def test_version_flag_imports_neither_click_nor_a_client() -> None:
@@ -70,6 +76,9 @@ def test_lazy_names_resolve_to_the_defining_modules() -> None:
 
     assert aiokproto.Admin is Admin
     assert aiokproto.ShareConsumer is ShareConsumer
+    from aiokproto.parallel import ParallelConsumer
+
+    assert aiokproto.ParallelConsumer is ParallelConsumer
     assert set(aiokproto.__all__) <= set(dir(aiokproto))
     with pytest.raises(AttributeError, match="no attribute 'Admn'"):
         aiokproto.Admn  # noqa: B018

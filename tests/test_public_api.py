@@ -23,6 +23,7 @@ EXPECTED = {
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetSpec",
+    "ParallelConsumer",
     "Producer",
     "RecordMetadata",
     "ShareConsumer",

@@ -89,3 +89,9 @@ def test_exactly_once(run_example: Callable[..., str]) -> None:
 def test_work_queue(run_example: Callable[..., str]) -> None:
     out = run_example("examples/work_queue.py")
     assert "poison jobs rejected" in out
+
+
+def test_parallel_service(run_example: Callable[..., str]) -> None:
+    out = run_example("examples/parallel_service.py")
+    assert "dead-lettered: [13, 1010, 2007, 3004]" in out
+    assert "billed 3996 orders of 500 customers" in out

@@ -198,15 +198,18 @@ async def _wait_drained(
 
 @pytest.mark.cluster
 @pytest.mark.parametrize(
-    ("assignor", "static"),
+    ("assignor", "static", "parallel"),
     [
-        pytest.param("range", False, id="range"),
-        pytest.param("roundrobin", False, id="roundrobin"),
-        pytest.param("sticky", False, id="sticky"),
-        pytest.param("cooperative-sticky", False, id="cooperative-sticky"),
-        pytest.param("range", True, id="static-range"),
-        pytest.param("consumer", False, id="consumer"),
-        pytest.param("consumer", True, id="static-consumer"),
+        pytest.param("range", False, None, id="range"),
+        pytest.param("roundrobin", False, None, id="roundrobin"),
+        pytest.param("sticky", False, None, id="sticky"),
+        pytest.param("cooperative-sticky", False, None, id="cooperative-sticky"),
+        pytest.param("range", True, None, id="static-range"),
+        pytest.param("consumer", False, None, id="consumer"),
+        pytest.param("consumer", True, None, id="static-consumer"),
+        # ParallelConsumer members (issue 36): 50 records at once, key order
+        pytest.param("cooperative-sticky", False, "key", id="parallel-cooperative-sticky"),
+        pytest.param("consumer", False, "key", id="parallel-consumer"),
     ],
 )
 async def test_group_churn_processes_every_offset(
@@ -217,8 +220,9 @@ async def test_group_churn_processes_every_offset(
     capsys: pytest.CaptureFixture[str],
     assignor: str,
     static: bool,
+    parallel: str | None,
 ) -> None:
-    if not fault_scale.full and (assignor, static) not in SLICE_VARIANTS:
+    if not fault_scale.full and (parallel or (assignor, static) not in SLICE_VARIANTS):
         pytest.skip("range and consumer run in the slice; AIOKPROTO_FAULTS=full runs all")
     rounds = fault_scale.pick(1, 3)
     seed = evidence.seed()
@@ -238,7 +242,7 @@ async def test_group_churn_processes_every_offset(
     timeline = Timeline()
     timeline.note(f"committed: {await asyncio.to_thread(view.committed, group, topic_name, 12)}")
     injector = Injector(kafka_cluster, view, timeline)
-    pool = MemberPool(tmp_path, bootstrap, topic_name, group, assignor, static)
+    pool = MemberPool(tmp_path, bootstrap, topic_name, group, assignor, static, parallel=parallel)
     churning = True
     crashed: list[str] = []
     hung: list[str] = []
@@ -294,7 +298,8 @@ async def test_group_churn_processes_every_offset(
     statuses = pool.statuses()
     facts = {
         "seed": seed,
-        "variant": f"{assignor}{' static' if static else ''}",
+        "variant": f"{assignor}{' static' if static else ''}"
+        + (f" ParallelConsumer({parallel})" if parallel else ""),
         "offsets_in_log": sum(h - lo for lo, h in marks.values()),
         "processed": result.processed,
         "skipped": result.skipped,

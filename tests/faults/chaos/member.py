@@ -4,6 +4,8 @@
         --assignor range --out processed.txt [--instance-id ID] [--log member.log]
 
 ``--assignor consumer`` joins with group_protocol="consumer" (KIP-848) instead.
+``--parallel ORDERING`` handles records with a ``ParallelConsumer`` (up to 50 at once,
+random latencies, its own safe commits) instead of the getmany loop.
 
 It processes records (a short sleep), appends ``"<partition> <offset>"`` per record to
 ``--out`` (flushed), and only then commits the next offsets: a SIGKILL at any point can
@@ -18,13 +20,14 @@ import argparse
 import asyncio
 import json
 import logging
+import random
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from aiokproto import Consumer, ConsumerRebalanceListener, TopicPartition
+from aiokproto import Consumer, ConsumerRebalanceListener, ParallelConsumer, TopicPartition
 from aiokproto.consumer import CommitFailedError
 from aiokproto.errors import KafkaError, UnreleasedInstanceIdError
 
@@ -95,9 +98,15 @@ async def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
     await consumer.start()
     consumer.subscribe([args.topic], listener=recorder)
     log.info("started: %s", {k: v for k, v in options.items() if k != "bootstrap_servers"})
-    work = asyncio.create_task(
-        _consume(consumer, out, args.process_ms / 1000, counts, stop, args.topic, recorder)
-    )
+    if args.parallel:
+        consume = _consume_parallel(
+            consumer, out, args.process_ms / 1000, counts, stop, args.parallel
+        )
+    else:
+        consume = _consume(
+            consumer, out, args.process_ms / 1000, counts, stop, args.topic, recorder
+        )
+    work = asyncio.create_task(consume)
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
@@ -168,6 +177,39 @@ async def _consume(
             log.warning("commit of %s raised %r", offsets, exc, exc_info=True)
 
 
+async def _consume_parallel(
+    consumer: Consumer,
+    out: TextIO,
+    pause: float,
+    counts: dict[str, Any],
+    stop: asyncio.Event,
+    ordering: Any,
+) -> None:
+    """A ParallelConsumer: each record "processed" (a random sleep up to 2 x
+    ``pause``), then recorded; its commits are its own (safe offsets only)."""
+    rnd = random.Random()
+
+    async def handle(record: Any) -> None:
+        await asyncio.sleep(rnd.random() * 2 * pause)
+        out.write(f"{record.partition} {record.offset}\n")
+        out.flush()  # processed is on record before any commit covers it
+        counts["processed"] += 1
+
+    async with ParallelConsumer(
+        consumer, ordering=ordering, max_concurrency=50, commit_interval_ms=200
+    ) as pc:
+        runner = asyncio.create_task(pc.run(handle))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait([runner, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        await pc.stop()
+        try:
+            await runner
+        except KafkaError as exc:
+            _count(counts, "parallel", exc)
+            log.warning("ParallelConsumer.run raised %r", exc, exc_info=True)
+
+
 def _count(counts: dict[str, Any], where: str, exc: BaseException) -> None:
     errors: dict[str, int] = counts["errors"]
     key = f"{where}:{type(exc).__name__}"
@@ -185,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, default=None)
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--process-ms", type=int, default=20)
+    parser.add_argument("--parallel", choices=("key", "partition", "unordered"), default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(
         filename=args.log,

@@ -48,6 +48,7 @@ class MemberPool:
         assignor: str,
         static: bool,
         session_timeout_ms: int = 10_000,
+        parallel: str | None = None,
     ) -> None:
         self.directory = directory
         self.bootstrap = bootstrap
@@ -56,6 +57,7 @@ class MemberPool:
         self.assignor = assignor
         self.static = static
         self.session_timeout_ms = session_timeout_ms
+        self.parallel = parallel  # a ParallelConsumer ordering, or None: getmany loop
         self.live: dict[int, Member] = {}
         self.all: list[Member] = []
 
@@ -71,6 +73,8 @@ class MemberPool:
         ]  # fmt: skip
         if self.static:
             argv += ["--instance-id", f"chaos-{slot}"]
+        if self.parallel:
+            argv += ["--parallel", self.parallel]
         # The harness's spawn: killed at interpreter exit and (from the main thread) by
         # the kernel if this process dies, so no member outlives the test run.
         proc = processes.spawn(argv, REPO, self.directory / f"{stem}.stderr")

@@ -1,0 +1,270 @@
+"""``ParallelConsumer`` throughput against sequential ``async for`` (issue 36).
+
+One topic of 12 partitions holds records with 10,000 distinct keys; the handler sleeps
+20 ms (an I/O call). Each case is one consumer in a fresh group reading from the
+beginning:
+
+* ``sequential``: ``async for record in consumer: await handle(record)``;
+* ``key`` / ``partition`` / ``unordered`` at ``max_concurrency`` 50, 200 and 1,000:
+  ``ParallelConsumer(consumer, ordering=..., max_concurrency=...)``.
+
+A case is timed from its first handled record for ``--seconds``; it reports records/s,
+the ceiling the concurrency allows (``max_concurrency`` / latency, or partitions /
+latency for ``partition``, 1 / latency for ``sequential``) and the process CPU time per
+record (user + system of this process, broker excluded). The process is one asyncio
+loop: past some concurrency the loop's CPU, not the latency, bounds the rate.
+
+    .venv/bin/python -m benchmarks.parallel_bench [--seconds 5] [--records 200000]
+        [--concurrency 50,200,1000] [--orderings key,partition,unordered]
+        [--bootstrap-servers HOST:PORT]
+
+Without ``--bootstrap-servers`` a single-node Kafka 4.3.1 is started
+(``aiokproto.testing.LocalKafka``). The Markdown table goes to stdout, the results as
+JSON to ``benchmarks/results/parallel-<UTC time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from aiokproto import Admin, Consumer, ParallelConsumer, Producer
+from aiokproto.admin import NewTopic
+
+RESULTS_DIR = Path(__file__).parent / "results"
+KAFKA_VERSION = "4.3.1"
+PARTITIONS = 12
+KEYS = 10_000
+LATENCY_S = 0.020
+ORDERINGS = ("key", "partition", "unordered")
+CONCURRENCY = (50, 200, 1_000)
+
+
+@dataclass(frozen=True)
+class Case:
+    ordering: str  # "sequential" or a ParallelConsumer ordering
+    concurrency: int  # 1 for sequential
+
+    @property
+    def name(self) -> str:
+        if self.ordering == "sequential":
+            return "sequential async for"
+        return f"{self.ordering} @ {self.concurrency}"
+
+    def ceiling(self, latency_s: float, partitions: int) -> float:
+        """Records/s the concurrency allows when only the latency bounds it."""
+        if self.ordering == "sequential":
+            return 1 / latency_s
+        if self.ordering == "partition":
+            return min(self.concurrency, partitions) / latency_s
+        return self.concurrency / latency_s
+
+
+@dataclass(frozen=True)
+class Result:
+    case: str
+    records: int
+    seconds: float
+    cpu_s: float
+    ceiling: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        return self.cpu_s / self.records * 1e6 if self.records else 0.0
+
+
+def cases(orderings: list[str], concurrency: list[int]) -> list[Case]:
+    out = [Case("sequential", 1)]
+    out += [Case(o, c) for o in orderings for c in concurrency]
+    return out
+
+
+def parse_list(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or (allowed is not None and any(t not in allowed for t in items)):
+        raise ValueError(f"a comma-separated subset of {allowed}" if allowed else "empty list")
+    return items
+
+
+def render_table(results: list[Result]) -> str:
+    lines = [
+        "| case | records/s | ceiling (concurrency / latency) | of ceiling | CPU µs/record |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        share = r.rate / r.ceiling if r.ceiling else 0.0
+        lines.append(
+            f"| {r.case} | {r.rate:,.0f} | {r.ceiling:,.0f} | {share:.0%} | "
+            f"{r.cpu_us_per_record:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+async def fill(bootstrap: str, topic: str, records: int) -> None:
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        await admin.create_topics(
+            [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)]
+        )
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262_144) as producer:
+        value = b"x" * 100
+        for i in range(records):
+            await producer.send(topic, value, key=b"key-%d" % (i % KEYS))
+        await producer.flush()
+
+
+async def run_case(
+    bootstrap: str, topic: str, case: Case, seconds: float, latency_s: float
+) -> Result:
+    count = 0
+    first: float | None = None
+    done = asyncio.Event()
+
+    async def handle(record: Any) -> None:
+        nonlocal count, first
+        await asyncio.sleep(latency_s)
+        if first is None:
+            first = time.monotonic()
+            cpu_start.append(time.process_time())
+        count += 1
+        if time.monotonic() - first >= seconds:
+            done.set()
+
+    cpu_start: list[float] = []
+    consumer = Consumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"bench-parallel-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=1_000,
+    )
+    async with consumer:
+        if case.ordering == "sequential":
+            async for record in consumer:
+                await handle(record)
+                if done.is_set():
+                    break
+        else:
+            async with ParallelConsumer(
+                consumer,
+                ordering=case.ordering,  # type: ignore[arg-type]
+                max_concurrency=case.concurrency,
+                fetch_max_records=1_000,
+            ) as pc:
+                runner = asyncio.create_task(pc.run(handle))
+                await done.wait()
+                # measured here: the stop's drain is not part of the steady state
+                measured, cpu_end, end = count, time.process_time(), time.monotonic()
+                await pc.stop()
+                await runner
+                assert first is not None
+                return Result(
+                    case.name,
+                    measured,
+                    end - first,
+                    cpu_end - cpu_start[0],
+                    case.ceiling(latency_s, PARTITIONS),
+                )
+        assert first is not None
+        return Result(
+            case.name,
+            count,
+            time.monotonic() - first,
+            time.process_time() - cpu_start[0],
+            case.ceiling(latency_s, PARTITIONS),
+        )
+
+
+async def session(
+    bootstrap: str, records: int, todo: list[Case], seconds: float, latency_s: float
+) -> list[Result]:
+    topic = f"bench-parallel-{uuid.uuid4().hex[:8]}"
+    print(f"producing {records:,} records to {topic}...", file=sys.stderr, flush=True)
+    await fill(bootstrap, topic, records)
+    results = []
+    for case in todo:
+        result = await run_case(bootstrap, topic, case, seconds, latency_s)
+        print(
+            f"{result.case}: {result.rate:,.0f} records/s, "
+            f"{result.cpu_us_per_record:,.0f} µs CPU/record",
+            file=sys.stderr,
+            flush=True,
+        )
+        results.append(result)
+    return results
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.parallel_bench",
+        description="ParallelConsumer vs sequential async for",
+    )
+    ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per case (5)")
+    ap.add_argument("--records", type=int, default=400_000, help="records in the topic")
+    ap.add_argument("--latency-ms", type=float, default=LATENCY_S * 1000, help="handler sleep")
+    ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
+    ap.add_argument("--orderings", default=",".join(ORDERINGS))
+    ap.add_argument("--bootstrap-servers", default=None, help="use this cluster")
+    ap.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    args = ap.parse_args(argv)
+    try:
+        orderings = parse_list(args.orderings, ORDERINGS)
+        concurrency = [int(c) for c in parse_list(args.concurrency)]
+    except ValueError as exc:
+        ap.error(str(exc))
+    if any(c < 1 for c in concurrency) or args.seconds <= 0 or args.records < 1:
+        ap.error("--concurrency, --seconds and --records must be positive")
+    todo = cases(orderings, concurrency)
+    latency_s = args.latency_ms / 1000
+    need = max(c.ceiling(latency_s, PARTITIONS) for c in todo) * args.seconds * 1.5
+    if args.records < need:
+        print(
+            f"note: fewer records than the fastest case could take ({need:,.0f})", file=sys.stderr
+        )
+    if args.bootstrap_servers:
+        results = asyncio.run(
+            session(args.bootstrap_servers, args.records, todo, args.seconds, latency_s)
+        )
+    else:
+        from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
+
+        with LocalKafka(version=KAFKA_VERSION, security=PLAINTEXT_ONLY) as kafka:
+            results = asyncio.run(
+                session(kafka.bootstrap_servers, args.records, todo, args.seconds, latency_s)
+            )
+    print(render_table(results))
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    path = args.out_dir / f"parallel-{stamp}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "latency_ms": args.latency_ms,
+                "partitions": PARTITIONS,
+                "keys": KEYS,
+                "results": [
+                    {**asdict(r), "rate": r.rate, "cpu_us_per_record": r.cpu_us_per_record}
+                    for r in results
+                ],
+            },
+            indent=2,
+        )
+    )
+    print(f"results: {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
