@@ -15,16 +15,21 @@ import asyncio
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from aiokproto.errors import KafkaError, KafkaTimeoutError
 from aiokproto.producer.batch import (
     NO_IDENTITY,
     NO_SEQUENCE,
+    SPLIT_DONE,
     BatchResult,
     PartitionQueue,
     ProducerBatch,
     ProducerIdentity,
+    Split,
+    increment_sequence,
+    split_records,
 )
 from aiokproto.producer.delivery import DeliveryFuture, append_to
 from aiokproto.producer.options import BATCH_HEADER, ProducerOptions
@@ -408,6 +413,74 @@ class Accumulator:
             batch.retry_at = retry_at
             self._requeue(batch)
 
+    def split(self, batch: ProducerBatch) -> int:
+        """Cut an in-flight batch the broker refused as too large (two or more records)
+        into pieces queued in its place, in order, as if never sent; returns how many.
+
+        The pieces take over the batch's buffer memory, deadline, drain order and (the
+        refused batch was not written) its sequence range under the same producer id
+        and epoch. Each piece is at most half the smallest size refused on this
+        partition so far: a limit learned from the refusals, so later batches are cut
+        once to the right size instead of halved again and again."""
+        pq = batch.queue
+        payload = batch.payload
+        assert payload is not None and batch.split is None
+        half = max(len(payload) // 2, 1)
+        if pq.split_limit == 0 or half < pq.split_limit:
+            pq.split_limit = half
+        opts = self.options
+        transactional = self.transactional
+
+        def new_builder(limit: int) -> RecordBatchBuilder:
+            return RecordBatchBuilder(
+                batch_size=limit,
+                compression=opts.compression,
+                compression_level=opts.compression_level,
+                transactional=transactional,
+            )
+
+        parts = split_records(batch.builder, payload, pq.split_limit, new_builder)
+        # the batch leaves the books (without releasing memory: its pieces hold it)
+        self.incomplete.discard(batch)
+        if batch.in_flight:
+            batch.in_flight = False
+            pq.in_flight -= 1
+        batch.conn = None
+        batch.payload = None
+        sequence = batch.sequence
+        try:
+            at = pq.unresolved.index(batch) if sequence != NO_SEQUENCE else -1
+        except ValueError:
+            at = -1  # the partition was reset meanwhile: the pieces are renumbered
+        if at >= 0:
+            del pq.unresolved[at]
+        pid, epoch = batch.builder.producer_id, batch.builder.producer_epoch
+        total, left = batch.record_count, batch.charge
+        pieces: list[ProducerBatch] = []
+        for i, (_, builder) in enumerate(parts):
+            count = builder.record_count
+            charge = left if i == len(parts) - 1 else batch.charge * count // total
+            left -= charge
+            piece = ProducerBatch(
+                pq, builder, self._loop.create_future(), batch.created, batch.deadline, charge
+            )
+            piece.closed = True
+            piece.order = batch.order  # ahead of every batch drained after the big one
+            piece.last_error = batch.last_error
+            if at >= 0:
+                piece.sequence = sequence
+                builder.set_producer_state(pid, epoch, sequence)
+                sequence = increment_sequence(sequence, count)
+                pq.unresolved.insert(at + i, piece)
+            pieces.append(piece)
+            self.incomplete.add(piece)
+        pq.requeue_pieces(pieces)
+        batch.split = Split([first for first, _ in parts], pieces)
+        for piece in pieces:
+            piece.future.add_done_callback(partial(_piece_done, batch))
+        self._active[pq] = None
+        return len(pieces)
+
     def hold_back(self, batch: ProducerBatch) -> None:
         """An in-flight batch was not written (an earlier batch of its partition is not
         ahead of it on the same connection): queue it again as if never sent. The
@@ -478,6 +551,24 @@ class Accumulator:
 
     def set_identity(self, identity: ProducerIdentity) -> None:
         self.identity = identity
+
+
+def _piece_done(batch: ProducerBatch, _future: asyncio.Future[BatchResult]) -> None:
+    """A piece of a split batch is resolved: once all are, so is the batch (failed with
+    its first failed record's error, if any; each record's own outcome is in its piece)."""
+    split = batch.split
+    assert split is not None
+    split.pending -= 1
+    if split.pending or batch.future.done():
+        return
+    for piece in split.pieces:
+        future = piece.future
+        error = future.exception() if not future.cancelled() else KafkaError("cancelled")
+        if error is not None:
+            batch.future.set_exception(error)
+            batch.future.exception()  # a record handle may never be awaited
+            return
+    batch.future.set_result(SPLIT_DONE)
 
 
 def _split(batches: list[ProducerBatch], limit: int) -> list[list[ProducerBatch]]:

@@ -395,10 +395,22 @@ class Sender:
         )
         if action is Action.FAIL:
             if isinstance(error, (MessageTooLargeError, RecordListTooLargeError)):
+                size = len(batch.payload or b"")
+                if batch.record_count > 1 and size and not batch.future.done():
+                    # KIP-126: it was not written; its records go again in smaller
+                    # batches, in its place (only a record too large alone fails)
+                    pieces = self._acc.split(batch)
+                    log.info("%s: %s; split into %d batches", batch, error, pieces)
+                    return
                 error = error_cls(
                     _describe(batch, part) + f"; the batch had {batch.record_count} record(s) "
-                    f"and {len(batch.payload or b'')} bytes: lower batch_size "
-                    f"({self._opts.batch_size}) or raise the topic's max.message.bytes"
+                    f"and {size} bytes: "
+                    + (
+                        "the record alone is over the topic's limit (max.message.bytes)"
+                        if batch.record_count == 1
+                        else f"lower batch_size ({self._opts.batch_size}) or raise the "
+                        "topic's max.message.bytes"
+                    )
                 )
             self._acc.fail(batch, error)
             return
@@ -516,8 +528,8 @@ class _InFlightExpiry:
         soonest: float | None = None
         for batches in self._requests.values():
             for batch in batches:
-                if batch.future.done():
-                    continue
+                if batch.future.done() or batch.split is not None:
+                    continue  # a split batch's pieces are watched by their own requests
                 if batch.deadline > now:
                     if soonest is None or batch.deadline < soonest:
                         soonest = batch.deadline

@@ -20,6 +20,7 @@ def batch(loop: asyncio.AbstractEventLoop, in_s: float) -> Any:
         deadline=loop.time() + in_s,
         record_count=1,
         topic="t",
+        split=None,
         partition=0,
     )
 

@@ -1,0 +1,108 @@
+"""Batches the broker refuses as too large are split and sent again (KIP-126), against a
+real broker: a topic with ``max.message.bytes=100000`` and 1 MB batches; every record
+arrives once and in order (read back by librdkafka, or by a read_committed consumer in
+a transaction); only a record too large on its own fails, alone."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from aiokproto.errors import RecordTooLargeError
+from aiokproto.producer import Producer
+from aiokproto.producer.delivery import wait_delivered
+from tests.producer.helpers import FAST, consume, create_topic
+from tests.producer.test_transactions_broker import read
+
+LIMIT = {"max.message.bytes": "100000"}
+COUNT = 20_000
+
+
+def value(i: int) -> bytes:
+    return b"%08d" % i + b"." * 1016  # 1 KB
+
+
+async def test_oversized_batches_are_split_in_order_with_idempotence(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers, batch_size=1_000_000, linger_ms=20, **FAST
+    ) as producer:
+        handles = [await producer.send(topic_name, value(i)) for i in range(COUNT)]
+        await wait_delivered(handles)
+        offsets = [h.result().offset for h in handles]
+    assert offsets == list(range(COUNT))
+    got = consume(kafka.bootstrap_servers, topic_name, COUNT)
+    assert [m.value() for m in got] == [value(i) for i in range(COUNT)]
+
+
+async def test_oversized_batches_are_split_in_order_without_idempotence(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    # without idempotence, order across retries needs one request in flight (as in Java)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        batch_size=1_000_000,
+        linger_ms=20,
+        enable_idempotence=False,
+        acks=1,
+        max_in_flight_requests_per_connection=1,
+        **FAST,
+    ) as producer:
+        delivery = await producer.send_batch(topic_name, [value(i) for i in range(COUNT)])
+        metas = await delivery
+    assert [m.offset for m in metas] == list(range(COUNT))
+    got = consume(kafka.bootstrap_servers, topic_name, COUNT)
+    assert [m.value() for m in got] == [value(i) for i in range(COUNT)]
+
+
+async def test_oversized_batches_are_split_inside_a_transaction(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        transactional_id=f"split-{uuid.uuid4().hex[:8]}",
+        batch_size=1_000_000,
+        linger_ms=20,
+        **FAST,
+    ) as producer:
+        await producer.begin_transaction()
+        handles = [await producer.send(topic_name, value(i)) for i in range(COUNT)]
+        await producer.commit_transaction()
+        assert all(h.exception() is None for h in handles)
+    got = await read(kafka, topic_name, 1, "read_committed", COUNT)
+    assert got == [value(i) for i in range(COUNT)]
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_only_a_record_too_large_alone_fails(
+    kafka: Any, topic_name: str, idempotent: bool
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    big = b"B" * 150_000
+    values = [value(i) for i in range(300)] + [big] + [value(i) for i in range(300, 600)]
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        batch_size=1_000_000,
+        linger_ms=50,
+        enable_idempotence=idempotent,
+        acks=-1 if idempotent else 1,
+        max_in_flight_requests_per_connection=5 if idempotent else 1,
+        **FAST,
+    ) as producer:
+        handles = [await producer.send(topic_name, v) for v in values]
+        await producer.flush()
+        errors = [h.exception() for h in handles]
+        assert isinstance(errors[300], RecordTooLargeError), errors[300]
+        assert errors[:300] + errors[301:] == [None] * 600
+        # the producer goes on: a later record is delivered (under a new epoch when
+        # idempotent: the failed record's sequence is never acknowledged)
+        after = await (await producer.send(topic_name, value(600)))
+    got = consume(kafka.bootstrap_servers, topic_name, 601)
+    assert [m.value() for m in got] == [v for v in values if v is not big] + [value(600)]
+    assert after.offset == 600
