@@ -91,6 +91,7 @@ class TransactionManager:
         config: ClientConfig,
         wake_sender: Callable[[], None],
         on_fatal: Callable[[KafkaError], None],
+        on_abortable: Callable[[KafkaError], None] | None = None,
     ) -> None:
         assert options.transactional_id is not None
         self.transactional_id = options.transactional_id
@@ -102,6 +103,7 @@ class TransactionManager:
         self._config = config
         self._wake_sender = wake_sender
         self._on_fatal = on_fatal
+        self._on_abortable = on_abortable  # the transaction just turned abortable
         self._loop = asyncio.get_running_loop()
         self._to_add: dict[PartitionQueue, None] = {}  # v1: used, not yet added
         self._added: set[PartitionQueue] = set()
@@ -572,8 +574,11 @@ class TransactionManager:
         """The transaction cannot commit: what is not sent yet never will be."""
         if self.state.state is Txn.FATAL_ERROR:
             return
+        was = self.state.state
         self.state.abortable(error)
         if self.state.state is Txn.ABORTABLE_ERROR:
+            if was is not Txn.ABORTABLE_ERROR and self._on_abortable is not None:
+                self._on_abortable(error)  # send() raises from now on, nobody waits
             self._acc.fail_unsent(
                 TransactionAbortedError(
                     f"not sent: the transaction failed ({type(error).__name__}: {error})"

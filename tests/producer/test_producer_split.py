@@ -5,12 +5,17 @@ a transaction); only a record too large on its own fails, alone."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
 import pytest
 
-from aiokproto.errors import RecordTooLargeError
+from aiokproto.errors import (
+    RecordTooLargeError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+)
 from aiokproto.producer import Producer
 from aiokproto.producer.delivery import wait_delivered
 from tests.producer.helpers import FAST, consume, create_topic
@@ -106,3 +111,52 @@ async def test_only_a_record_too_large_alone_fails(
     got = consume(kafka.bootstrap_servers, topic_name, 601)
     assert [m.value() for m in got] == [v for v in values if v is not big] + [value(600)]
     assert after.offset == 600
+
+
+async def test_an_abortable_transaction_fails_sends_at_once_and_aborts_cleanly(
+    kafka: Any, topic_name: str
+) -> None:
+    """Issue 34, defect 3: a record too large for the topic fails the transaction; the
+    next send() raises TransactionAbortableError at once (not after max_block_ms of
+    waiting for memory held by batches that will never be sent), a send waiting for
+    memory raises too, the held batches fail and free their memory, and
+    abort_transaction() recovers: the next transaction commits."""
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        transactional_id=f"abortable-{uuid.uuid4().hex[:8]}",
+        batch_size=1_000_000,
+        buffer_memory=400_000,
+        linger_ms=50,
+        **{**FAST, "max_block_ms": 60_000},
+    ) as producer:
+        loop = asyncio.get_running_loop()
+        await producer.begin_transaction()
+        big = await producer.send(topic_name, b"B" * 150_000)
+        # buffered behind it (they fill the memory): one send ends up waiting for space
+        held = [await producer.send(topic_name, value(i)) for i in range(200)]
+        waiting = asyncio.ensure_future(
+            producer.send_batch(topic_name, [value(i) for i in range(200, 400)])
+        )
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # waits for buffer memory
+        with pytest.raises(RecordTooLargeError):
+            await big
+        start = loop.time()
+        with pytest.raises(TransactionAbortableError) as info:
+            await asyncio.wait_for(waiting, 10)
+        assert isinstance(info.value.__cause__, RecordTooLargeError)
+        with pytest.raises(TransactionAbortableError) as info:
+            await producer.send(topic_name, b"after")
+        assert isinstance(info.value.__cause__, RecordTooLargeError)
+        await asyncio.wait_for(asyncio.gather(*held, return_exceptions=True), 10)
+        assert loop.time() - start < 10  # not max_block_ms (60 s)
+        assert all(isinstance(h.exception(), TransactionAbortedError) for h in held)
+        assert producer._acc.used == 0  # their memory is free again
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+        last = [await producer.send(topic_name, value(i)) for i in range(10)]
+        await producer.commit_transaction()
+        assert all(h.exception() is None for h in last)
+    got = await read(kafka, topic_name, 1, "read_committed", 10)
+    assert got == [value(i) for i in range(10)]
