@@ -406,6 +406,29 @@ class Accumulator:
         if self.on_fail is not None:
             self.on_fail(batch, error)
 
+    def fail_refused(self, batch: ProducerBatch, error: BaseException) -> None:
+        """Fail a batch the broker refused (an error in its answer: nothing of it was
+        written). When it is the partition's only unresolved batch and the last one
+        numbered, its sequence numbers are taken back: no gap, so no epoch bump (a
+        producer whose every batch is refused, one at a time, keeps its epoch). Only
+        after its first attempt: an earlier one may have been written unanswered."""
+        pq = batch.queue
+        if (
+            self.idempotent
+            and batch.attempts == 1
+            and batch.sequence != NO_SEQUENCE
+            and len(pq.unresolved) == 1
+            and pq.unresolved[0] is batch
+            and not pq.needs_reset
+            and batch.builder.producer_epoch == pq.identity.epoch
+            and batch.builder.producer_id == pq.identity.producer_id
+            and increment_sequence(batch.sequence, batch.record_count) == pq.next_sequence
+        ):
+            pq.next_sequence = batch.sequence
+            pq.unresolved.clear()
+            batch.sequence = NO_SEQUENCE
+        self.fail(batch, error)
+
     def retry(self, batch: ProducerBatch, error: KafkaError, retry_at: float) -> None:
         """Put an in-flight batch back in its queue to be sent again at ``retry_at``."""
         if batch in self.incomplete:

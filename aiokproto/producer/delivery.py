@@ -550,7 +550,6 @@ class BatchDelivery:
             )
         return out
 
-
     def _split_metadata(
         self, batch: ProducerBatch, start: int, first_delta: int, count: int
     ) -> list[RecordMetadata]:

@@ -1,5 +1,7 @@
 """The sender: one task that drains the accumulator into per-broker Produce requests;
-``decide()`` rules for each partition's error; InitProducerId and the epoch bump.
+``decide()`` rules for each partition's error; InitProducerId and the epoch bump
+(taken locally where brokers allow it, KIP-360); splitting a batch refused as too
+large (KIP-126).
 
 Each request runs as a task the sender owns (at most
 ``max_in_flight_requests_per_connection`` per broker, on the broker's "produce"
@@ -22,18 +24,21 @@ from aiokproto.cluster.snapshot import BrokerInfo, ClusterSnapshot
 from aiokproto.config import ClientConfig
 from aiokproto.errors import (
     DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
     MessageTooLargeError,
     OutOfOrderSequenceNumberError,
+    ProducerFencedError,
     RecordListTooLargeError,
     UnknownProducerIdError,
     for_code,
 )
 from aiokproto.logs import RepeatingWarning
 from aiokproto.producer.accumulator import Accumulator
-from aiokproto.producer.batch import BatchResult, ProducerBatch, ProducerIdentity
+from aiokproto.producer.batch import NO_IDENTITY, BatchResult, ProducerBatch, ProducerIdentity
 from aiokproto.producer.options import ProducerOptions
 from aiokproto.protocol.messages.init_producer_id import InitProducerIdRequest
 from aiokproto.protocol.messages.produce import (
@@ -50,6 +55,20 @@ _ZERO_UUID = uuid.UUID(int=0)
 _FIRST_TOPIC_ID_VERSION = 13
 _MIN_PRODUCE_VERSION = 3  # RecordBatch v2
 _LAST_TXN_V1_PRODUCE_VERSION = 11
+_FIRST_KIP360_INIT_VERSION = 3  # InitProducerId v3: brokers that take an epoch bump
+_MAX_EPOCH = 32767  # int16: past it the producer needs a new id
+# answers about the producer's sequence or epoch themselves: taking the failed batch's
+# sequence back would not mend what the broker holds
+_SEQUENCE_ERRORS = frozenset(
+    {
+        OutOfOrderSequenceNumberError.errno,
+        UnknownProducerIdError.errno,
+        DuplicateSequenceNumberError.errno,
+        InvalidProducerEpochError.errno,
+        ProducerFencedError.errno,
+        InvalidProducerIdMappingError.errno,
+    }
+)
 
 
 class Action(enum.Enum):
@@ -126,6 +145,10 @@ class Sender:
         self.fatal: KafkaError | None = None
         self.txn_v2 = False  # transactions v2 (KIP-890): set by the transaction manager
         self._odd_epoch = RepeatingWarning(log)
+        # a broker speaks InitProducerId v3+ (KIP-360, Kafka 2.5+): it accepts a new
+        # epoch of an idempotent producer id from sequence 0, so the producer bumps its
+        # epoch itself, without a request (and without a new producer id each time)
+        self._kip360 = False
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -181,7 +204,10 @@ class Sender:
             for node, batches in plan.requests:
                 self._dispatch(node, batches, snapshot)
             if plan.reset_wanted and self._bump_task is None and not acc.transactional:
-                self._bump_task = loop.create_task(self._bump(), name="aiokproto-producer-bump")
+                if self._bump_locally():
+                    plan.wake_at(now)  # the partitions waiting for it adopt it now
+                else:
+                    self._bump_task = loop.create_task(self._bump(), name="aiokproto-producer-bump")
             if plan.leaderless:
                 meta.request_refresh()
                 plan.wake_at(now + retry_backoff)
@@ -214,6 +240,9 @@ class Sender:
             try:
                 conn = await self._client.connection(node, "produce")
                 if acc.idempotent:
+                    if not self._kip360:
+                        init = conn.api_versions.get(InitProducerIdRequest.API_KEY)
+                        self._kip360 = init is not None and init[1] >= _FIRST_KIP360_INIT_VERSION
                     batches = self._in_order_on(conn, batches)
                     if not batches:
                         return
@@ -412,7 +441,10 @@ class Sender:
                         "topic's max.message.bytes"
                     )
                 )
-            self._acc.fail(batch, error)
+            if code in _SEQUENCE_ERRORS:
+                self._acc.fail(batch, error)
+            else:
+                self._acc.fail_refused(batch, error)  # not written: its sequence is free
             return
         if action is Action.RESET:
             log.info("%s: %s; bumping the producer epoch", batch, error)
@@ -453,14 +485,34 @@ class Sender:
                 ) from error
             await asyncio.sleep(delay)
 
+    def _bump_locally(self) -> bool:
+        """The next epoch of the current producer id, taken without asking (as the Java
+        producer does for an idempotent producer): the partitions reset for it start
+        again from sequence 0. One bump serves every partition that failed under the
+        old epoch (they adopt the new one once their requests are over): batches
+        failing together cost one bump, never a request or a producer id each. False
+        when a request is needed: an old broker, or the epoch is at its maximum."""
+        current = self._acc.identity
+        if not self._kip360 or current.producer_id < 0 or current.epoch >= _MAX_EPOCH:
+            return False
+        identity = ProducerIdentity(current.producer_id, current.epoch + 1)
+        log.info(
+            "producer id %s: epoch %s -> %s", identity.producer_id, current.epoch, identity.epoch
+        )
+        self._acc.set_identity(identity)
+        return True
+
     async def _bump(self) -> None:
         current = self._acc.identity
         attempts = 0
         try:
             while True:
                 try:
+                    # without a transactional id the broker gives a new producer id
+                    # whatever it is told; id and epoch are not sent (v0-v2 cannot
+                    # carry them: a broker before 2.5 refused the request)
                     identity = await self.init_producer_id(
-                        current, self._config.default_api_timeout_ms
+                        NO_IDENTITY, self._config.default_api_timeout_ms
                     )
                 except KafkaError as exc:
                     if exc.retriable:

@@ -1,15 +1,18 @@
-"""Batches split after a MESSAGE_TOO_LARGE refusal (KIP-126) through the fault proxy:
-answers to the pieces are cut after the broker wrote them, so the producer sends them
-again; the log still holds every record once, in order."""
+"""The producer's failure paths through the fault proxy: batches split after a
+MESSAGE_TOO_LARGE refusal (KIP-126) whose answers are cut after the broker wrote them
+(sent again: the log still holds every record once, in order), and the InitProducerId
+requests an idempotent producer sends while many of its batches fail."""
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from aiokproto.errors import RecordTooLargeError
 from aiokproto.producer import Producer
 from aiokproto.producer.delivery import wait_delivered
 from tests.faults.proxy import PRODUCE, FaultProxy
@@ -51,3 +54,38 @@ async def test_answers_dropped_mid_split_lose_duplicate_and_reorder_nothing(
     assert offsets == list(range(count))
     got = consume(kafka.bootstrap_servers, topic_name, count + 1, within=5)
     assert [m.value() for m in got] == values
+
+
+INIT_PRODUCER_ID = 22
+
+
+async def test_failed_batches_of_an_idempotent_producer_cost_no_producer_id(
+    proxy: FaultProxy, kafka: Any, topic_name: str
+) -> None:
+    """Issue 34, defect 4: 60 batches refused for good (each record alone is over the
+    topic's limit), some pipelined: the producer keeps its producer id (one
+    InitProducerId, at start; before, one per failed batch), bumping its epoch itself
+    where the sequence numbers need it; the good records around them are written once
+    and in order."""
+    await create_topic(
+        kafka.bootstrap_servers, topic_name, configs={"max.message.bytes": "100000"}
+    )
+    big = b"B" * 150_000
+    good = [b"good-%03d" % i for i in range(40)]
+    async with Producer(bootstrap_servers=proxy.bootstrap_servers, linger_ms=0, **FAST) as p:
+        handles = []
+        for i in range(20):
+            handles.append(await p.send(topic_name, good[i]))
+            for _ in range(3):  # pipelined behind a good one
+                handles.append(await p.send(topic_name, big))
+        await asyncio.gather(*handles, return_exceptions=True)
+        handles += [await p.send(topic_name, v) for v in good[20:]]
+        await p.flush()
+        pid = p._acc.identity.producer_id
+    refused = [h for h in handles if isinstance(h.exception(), RecordTooLargeError)]
+    assert len(refused) == 60
+    inits = sum(lst.stats.count("request", INIT_PRODUCER_ID) for lst in proxy.listeners)
+    assert inits == 1, inits
+    got = consume(kafka.bootstrap_servers, topic_name, len(good))
+    assert [m.value() for m in got] == good
+    assert pid >= 0

@@ -684,3 +684,22 @@ async def test_a_piece_too_large_alone_fails_alone_and_nested_splits_resolve() -
     with pytest.raises(MessageTooLargeError):
         await wait_delivered(handles)
     assert rig.acc.used == 0
+
+
+async def test_a_refused_last_batch_gives_its_sequence_back_without_a_reset() -> None:
+    rig = Rig()
+    rig.acc.set_identity(ProducerIdentity(1, 0))
+    rig.send()
+    batch = _sent_one(rig)
+    queue = rig.acc.queue("t", 0)
+    rig.acc.fail_refused(batch, MessageTooLargeError("refused"))
+    assert not queue.needs_reset and queue.next_sequence == 0 and not queue.unresolved
+    rig.send()
+    assert _sent_one(rig).sequence == 0  # no gap: the same epoch goes on
+    # refused after a retry (an earlier attempt may have been written) or with a later
+    # batch numbered: the partition is reset as for any failure
+    again = rig.acc.queue("t", 0).unresolved[0]
+    rig.acc.retry(again, KafkaConnectionError("x"), rig.loop.time())
+    assert _sent_one(rig) is again and again.attempts == 2
+    rig.acc.fail_refused(again, MessageTooLargeError("refused"))
+    assert queue.needs_reset
