@@ -15,20 +15,19 @@ import asyncio
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from aiokproto.errors import KafkaError, KafkaTimeoutError
 from aiokproto.producer.batch import (
     NO_IDENTITY,
     NO_SEQUENCE,
-    SPLIT_DONE,
     BatchResult,
     PartitionQueue,
     ProducerBatch,
     ProducerIdentity,
     Split,
     increment_sequence,
+    settle_parents,
     split_records,
 )
 from aiokproto.producer.delivery import DeliveryFuture, append_to
@@ -100,6 +99,9 @@ class Accumulator:
         # told of every batch that fails for good (the transaction becomes abortable)
         self.on_fail: Callable[[ProducerBatch, BaseException], None] | None = None
         self.identity = NO_IDENTITY
+        # the transaction will not commit (abortable, aborting): a batch coming back
+        # for a retry or a split fails with this instead of waiting in a queue
+        self.doomed: BaseException | None = None
         self.flushing = 0
         self.closing = False
         self.space_wanted = False
@@ -389,6 +391,8 @@ class Accumulator:
             pq.confirmed = True  # the leader knows this producer now
         if not batch.future.done():
             batch.future.set_result(result)
+            if batch.parent is not None:
+                settle_parents(batch)
 
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         """Fail a batch for good (it must not be in a queue)."""
@@ -403,6 +407,8 @@ class Accumulator:
         if not batch.future.done():
             batch.future.set_exception(error)
             batch.future.exception()  # a record handle may never be awaited
+            if batch.parent is not None:
+                settle_parents(batch)
         if self.on_fail is not None:
             self.on_fail(batch, error)
 
@@ -432,6 +438,9 @@ class Accumulator:
     def retry(self, batch: ProducerBatch, error: KafkaError, retry_at: float) -> None:
         """Put an in-flight batch back in its queue to be sent again at ``retry_at``."""
         if batch in self.incomplete:
+            if self.doomed is not None:
+                self.fail(batch, self.doomed)
+                return
             batch.last_error = error
             batch.retry_at = retry_at
             self._requeue(batch)
@@ -445,6 +454,9 @@ class Accumulator:
         and epoch. Each piece is at most half the smallest size refused on this
         partition so far: a limit learned from the refusals, so later batches are cut
         once to the right size instead of halved again and again."""
+        if self.doomed is not None:
+            self.fail(batch, self.doomed)
+            return 0
         pq = batch.queue
         payload = batch.payload
         assert payload is not None and batch.split is None
@@ -490,6 +502,7 @@ class Accumulator:
             piece.closed = True
             piece.order = batch.order  # ahead of every batch drained after the big one
             piece.last_error = batch.last_error
+            piece.parent = batch
             if at >= 0:
                 piece.sequence = sequence
                 builder.set_producer_state(pid, epoch, sequence)
@@ -499,8 +512,6 @@ class Accumulator:
             self.incomplete.add(piece)
         pq.requeue_pieces(pieces)
         batch.split = Split([first for first, _ in parts], pieces)
-        for piece in pieces:
-            piece.future.add_done_callback(partial(_piece_done, batch))
         self._active[pq] = None
         return len(pieces)
 
@@ -510,6 +521,9 @@ class Accumulator:
         sender looks again: its request may be out long, and a drain is what watches a
         queued batch's deadline."""
         if batch in self.incomplete:
+            if self.doomed is not None:
+                self.fail(batch, self.doomed)
+                return
             batch.attempts -= 1
             self._requeue(batch)
             self._wake()
@@ -574,24 +588,6 @@ class Accumulator:
 
     def set_identity(self, identity: ProducerIdentity) -> None:
         self.identity = identity
-
-
-def _piece_done(batch: ProducerBatch, _future: asyncio.Future[BatchResult]) -> None:
-    """A piece of a split batch is resolved: once all are, so is the batch (failed with
-    its first failed record's error, if any; each record's own outcome is in its piece)."""
-    split = batch.split
-    assert split is not None
-    split.pending -= 1
-    if split.pending or batch.future.done():
-        return
-    for piece in split.pieces:
-        future = piece.future
-        error = future.exception() if not future.cancelled() else KafkaError("cancelled")
-        if error is not None:
-            batch.future.set_exception(error)
-            batch.future.exception()  # a record handle may never be awaited
-            return
-    batch.future.set_result(SPLIT_DONE)
 
 
 def _split(batches: list[ProducerBatch], limit: int) -> list[list[ProducerBatch]]:

@@ -77,6 +77,7 @@ class ProducerBatch:
         "last_error",
         "metered",
         "order",
+        "parent",
         "partition",
         "payload",
         "queue",
@@ -123,6 +124,7 @@ class ProducerBatch:
         self.conn: object | None = None
         # set once the broker refused it as too large and it was cut into pieces
         self.split: Split | None = None
+        self.parent: ProducerBatch | None = None  # the split batch it is a piece of
 
     @property
     def record_count(self) -> int:
@@ -145,6 +147,31 @@ class Split:
         self.firsts = firsts
         self.pieces = pieces
         self.pending = len(pieces)  # pieces whose future is not resolved yet
+
+
+def settle_parents(piece: ProducerBatch) -> None:
+    """``piece``'s future was just resolved: resolve the batches it was split from once
+    all their pieces are (with the first failed record's error, if any; each record's
+    own outcome stays in its piece). At once, not a loop pass later: whoever sees the
+    piece done (stop(), flush()) sees its records' fate too."""
+    parent = piece.parent
+    while parent is not None:
+        split = parent.split
+        assert split is not None
+        split.pending -= 1
+        if split.pending or parent.future.done():
+            return
+        error: BaseException | None = None
+        for each in split.pieces:
+            error = each.future.exception()
+            if error is not None:
+                break
+        if error is None:
+            parent.future.set_result(SPLIT_DONE)
+        else:
+            parent.future.set_exception(error)
+            parent.future.exception()  # a record handle may never be awaited
+        parent = parent.parent
 
 
 def split_records(

@@ -38,7 +38,13 @@ from aiokproto.errors import (
 )
 from aiokproto.logs import RepeatingWarning
 from aiokproto.producer.accumulator import Accumulator
-from aiokproto.producer.batch import NO_IDENTITY, BatchResult, ProducerBatch, ProducerIdentity
+from aiokproto.producer.batch import (
+    NO_IDENTITY,
+    BatchResult,
+    ProducerBatch,
+    ProducerIdentity,
+    settle_parents,
+)
 from aiokproto.producer.options import ProducerOptions
 from aiokproto.protocol.messages.init_producer_id import InitProducerIdRequest
 from aiokproto.protocol.messages.produce import (
@@ -428,7 +434,7 @@ class Sender:
                 if batch.record_count > 1 and size and not batch.future.done():
                     # KIP-126: it was not written; its records go again in smaller
                     # batches, in its place (only a record too large alone fails)
-                    pieces = self._acc.split(batch)
+                    pieces = self._acc.split(batch)  # 0: the transaction is failing
                     log.info("%s: %s; split into %d batches", batch, error, pieces)
                     return
                 error = error_cls(
@@ -594,6 +600,8 @@ class _InFlightExpiry:
                     )
                 )
                 batch.future.exception()  # a handle may never be awaited
+                if batch.parent is not None:
+                    settle_parents(batch)
         if soonest is not None:
             self._timer.arm_by(soonest)
 

@@ -160,6 +160,7 @@ class TransactionManager:
         self._groups_added.clear()
         self._touched = False
         self._acc.sent_in_txn = False
+        self._acc.doomed = None
         if not self.v2:
             for pq in self._acc.partition_queues():
                 pq.txn_added = False
@@ -216,6 +217,7 @@ class TransactionManager:
         aborted = TransactionAbortedError(
             f"transaction of {self.transactional_id!r} aborted before the record was sent"
         )
+        self._acc.doomed = aborted  # a batch split or retried from now on fails too
         self._acc.fail_unsent(aborted)
         self._to_add.clear()
         if not await wait_in_flight():
@@ -579,11 +581,12 @@ class TransactionManager:
         if self.state.state is Txn.ABORTABLE_ERROR:
             if was is not Txn.ABORTABLE_ERROR and self._on_abortable is not None:
                 self._on_abortable(error)  # send() raises from now on, nobody waits
-            self._acc.fail_unsent(
-                TransactionAbortedError(
-                    f"not sent: the transaction failed ({type(error).__name__}: {error})"
-                )
+            doomed = TransactionAbortedError(
+                f"not sent: the transaction failed ({type(error).__name__}: {error})"
             )
+            if self._acc.doomed is None:
+                self._acc.doomed = doomed  # nor are the batches that come back
+            self._acc.fail_unsent(doomed)
 
     def _fatal(self, error: KafkaError) -> None:
         if self.state.state is Txn.FATAL_ERROR:

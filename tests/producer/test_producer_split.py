@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from aiokproto.errors import (
+    KafkaError,
     RecordTooLargeError,
     TransactionAbortableError,
     TransactionAbortedError,
@@ -127,7 +128,7 @@ async def test_an_abortable_transaction_fails_sends_at_once_and_aborts_cleanly(
         transactional_id=f"abortable-{uuid.uuid4().hex[:8]}",
         batch_size=1_000_000,
         buffer_memory=400_000,
-        linger_ms=50,
+        linger_ms=2_000,  # nothing goes before a send waits for memory (that hurries)
         **{**FAST, "max_block_ms": 60_000},
     ) as producer:
         loop = asyncio.get_running_loop()
@@ -138,8 +139,8 @@ async def test_an_abortable_transaction_fails_sends_at_once_and_aborts_cleanly(
         waiting = asyncio.ensure_future(
             producer.send_batch(topic_name, [value(i) for i in range(200, 400)])
         )
-        await asyncio.sleep(0.05)
-        assert not waiting.done()  # waits for buffer memory
+        await asyncio.sleep(0)
+        assert producer._space_queue and not waiting.done()  # waits for buffer memory
         with pytest.raises(RecordTooLargeError):
             await big
         start = loop.time()
@@ -160,3 +161,86 @@ async def test_an_abortable_transaction_fails_sends_at_once_and_aborts_cleanly(
         assert all(h.exception() is None for h in last)
     got = await read(kafka, topic_name, 1, "read_committed", 10)
     assert got == [value(i) for i in range(10)]
+
+
+async def _awaited(handle: Any) -> Any:
+    return await handle
+
+
+async def _until_split(producer: Producer, within: float = 20) -> None:
+    """Wait until a batch was refused as too large and split (its pieces queued)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not any(pq.split_limit for pq in producer._acc.partition_queues()):
+        assert loop.time() < deadline, "no batch was split"
+        await asyncio.sleep(0.005)
+
+
+async def test_stop_mid_split_settles_every_record_at_once(kafka: Any, topic_name: str) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    producer = Producer(
+        bootstrap_servers=kafka.bootstrap_servers, batch_size=1_000_000, linger_ms=5, **FAST
+    )
+    await producer.start()
+    handles = [await producer.send(topic_name, value(i)) for i in range(5000)]
+    await _until_split(producer)
+    await producer.stop(timeout_ms=0)
+    # every handle knows its fate when stop() returns, split batches' included
+    assert all(h.done() for h in handles)
+    delivered = [h.result().offset for h in handles if h.exception() is None]
+    assert delivered == list(range(len(delivered)))  # a prefix, in order
+    got = consume(kafka.bootstrap_servers, topic_name, len(delivered) + 1, within=3)
+    assert [m.value() for m in got][: len(delivered)] == [value(i) for i in range(len(delivered))]
+
+
+async def test_abort_while_batches_are_split_then_a_new_transaction_commits(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        transactional_id=f"split-abort-{uuid.uuid4().hex[:8]}",
+        batch_size=1_000_000,
+        linger_ms=5,
+        **FAST,
+    ) as producer:
+        await producer.begin_transaction()
+        handles = [await producer.send(topic_name, value(i)) for i in range(5000)]
+        await _until_split(producer)
+        waiter = asyncio.ensure_future(asyncio.gather(*handles))
+        await producer.abort_transaction()
+        assert all(h.done() for h in handles)
+        assert any(isinstance(h.exception(), TransactionAbortedError) for h in handles)
+        with pytest.raises(KafkaError):
+            await waiter  # a task awaiting them sees the abort, not a hang
+        assert producer._acc.used == 0
+        await producer.begin_transaction()
+        last = [await producer.send(topic_name, value(i)) for i in range(5000, 7000)]
+        await producer.commit_transaction()
+        assert all(h.exception() is None for h in last)
+    got = await read(kafka, topic_name, 1, "read_committed", 2000)
+    assert got == [value(i) for i in range(5000, 7000)]
+
+
+async def test_cancelled_waiters_leave_split_records_to_be_delivered(
+    kafka: Any, topic_name: str
+) -> None:
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers, batch_size=1_000_000, linger_ms=5, **FAST
+    ) as producer:
+        handles = [await producer.send(topic_name, value(i)) for i in range(3000)]
+        waiters = [asyncio.create_task(_awaited(h)) for h in handles[::100]]
+        bulk = asyncio.ensure_future(wait_delivered(handles))
+        await _until_split(producer)
+        for w in waiters:
+            w.cancel()
+        bulk.cancel()
+        handles[5].cancel()  # the handle only: its record is still delivered
+        await producer.flush()
+        assert all(w.cancelled() for w in waiters) and bulk.cancelled()
+        assert handles[5].cancelled()
+        offsets = [h.result().offset for i, h in enumerate(handles) if i != 5]
+    assert offsets == [i for i in range(3000) if i != 5]
+    got = consume(kafka.bootstrap_servers, topic_name, 3000)
+    assert [m.value() for m in got] == [value(i) for i in range(3000)]

@@ -21,6 +21,7 @@ def batch(loop: asyncio.AbstractEventLoop, in_s: float) -> Any:
         record_count=1,
         topic="t",
         split=None,
+        parent=None,
         partition=0,
     )
 
