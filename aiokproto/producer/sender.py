@@ -1,7 +1,8 @@
 """The sender: one task that drains the accumulator into per-broker Produce requests;
-``decide()`` rules for each partition's error; InitProducerId and the epoch bump
-(taken locally where brokers allow it, KIP-360); splitting a batch refused as too
-large (KIP-126).
+``decide()`` rules for each partition's error; InitProducerId and the epoch bump.
+
+A batch refused as too large is split (``Accumulator.split``, KIP-126); the epoch bump
+is taken locally where brokers allow it (KIP-360, ``Sender._bump_locally``).
 
 Each request runs as a task the sender owns (at most
 ``max_in_flight_requests_per_connection`` per broker, on the broker's "produce"
