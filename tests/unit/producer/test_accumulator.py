@@ -24,7 +24,7 @@ from aiokproto.producer.batch import (
     increment_sequence,
     split_records,
 )
-from aiokproto.producer.delivery import wait_delivered
+from aiokproto.producer.delivery import OnDelivery, wait_delivered
 from aiokproto.producer.options import PRODUCER_OPTIONS, parse_producer_options
 from aiokproto.records import RecordBatchBuilder, compression, read_batches
 
@@ -652,6 +652,9 @@ async def test_a_piece_too_large_alone_fails_alone_and_nested_splits_resolve() -
     outcomes: list[tuple[object, object]] = []
     for h in handles:
         h.add_done_callback(lambda h: outcomes.append((h.exception(), h)))
+    reported: list[tuple[Any, Any]] = []
+    for h in (handles[0], handles[10], handles[20]):
+        h.add_done_callback(OnDelivery(lambda e, m: reported.append((e, m))))
     big = _sent_one(rig)
     rig.acc.split(big)
     offset = 0
@@ -679,6 +682,9 @@ async def test_a_piece_too_large_alone_fails_alone_and_nested_splits_resolve() -
         handles[10].result()
     await asyncio.sleep(0)  # record callbacks run on the loop, once the batch is done
     assert len(outcomes) == 21  # every record's callback ran once
+    assert [(type(e).__name__, m and m.offset) for e, m in reported] == [
+        ("NoneType", 0), ("MessageTooLargeError", None), ("NoneType", 19)
+    ]
     # waiting for the delivered ones only does not raise; with the failed one it does
     await wait_delivered(handles[:10] + handles[11:])
     with pytest.raises(MessageTooLargeError):
@@ -703,3 +709,25 @@ async def test_a_refused_last_batch_gives_its_sequence_back_without_a_reset() ->
     assert _sent_one(rig) is again and again.attempts == 2
     rig.acc.fail_refused(again, MessageTooLargeError("refused"))
     assert queue.needs_reset
+
+
+async def test_pieces_that_expire_fail_their_records_and_free_the_memory() -> None:
+    rig = Rig(
+        batch_size=100_000,
+        enable_idempotence=False,
+        acks=1,
+        delivery_timeout_ms=1000,
+        request_timeout_ms=500,
+    )
+    handles = [rig.send(value=b"x" * 1000) for _ in range(40)]
+    ((_, (big,)),) = rig.drain(after=0.1, capacity=1).requests
+    rig.acc.split(big)
+    ((_, (first,)),) = rig.drain(after=0.1, capacity=1).requests  # one piece out
+    plan = rig.drain(after=5.0)  # past the deadline: the queued pieces expire
+    assert plan.requests == []
+    assert not big.future.done()  # the piece in flight is still out
+    rig.acc.complete(first, BatchResult(0, -1, 0))
+    assert isinstance(big.future.exception(), KafkaTimeoutError)
+    assert handles[0].result().offset == 0
+    assert isinstance(handles[-1].exception(), KafkaTimeoutError)
+    assert rig.acc.used == 0 and not rig.acc.incomplete
