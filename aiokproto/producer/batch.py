@@ -55,7 +55,7 @@ class BatchResult(NamedTuple):
 
 
 #: a split batch's result once every piece is delivered: each record's offset is in
-#: its piece (``locate``)
+#: its piece (``delivery.settled``)
 SPLIT_DONE: Final = BatchResult(-1, -1, -1)
 
 
@@ -159,18 +159,23 @@ def settle_parents(piece: ProducerBatch) -> None:
         split = parent.split
         assert split is not None
         split.pending -= 1
-        if split.pending or parent.future.done():
+        if split.pending:
             return
-        error: BaseException | None = None
-        for each in split.pieces:
-            error = each.future.exception()
-            if error is not None:
-                break
-        if error is None:
-            parent.future.set_result(SPLIT_DONE)
-        else:
-            parent.future.set_exception(error)
-            parent.future.exception()  # a record handle may never be awaited
+        future = parent.future
+        if not future.done():
+            error: BaseException | None = None
+            for each in split.pieces:
+                if each.future.cancelled():
+                    error = KafkaError(f"{each} was cancelled")
+                else:
+                    error = each.future.exception()
+                if error is not None:
+                    break
+            if error is None:
+                future.set_result(SPLIT_DONE)
+            else:
+                future.set_exception(error)
+                future.exception()  # a record handle may never be awaited
         parent = parent.parent
 
 

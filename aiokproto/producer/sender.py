@@ -64,10 +64,12 @@ _MIN_PRODUCE_VERSION = 3  # RecordBatch v2
 _LAST_TXN_V1_PRODUCE_VERSION = 11
 _FIRST_KIP360_INIT_VERSION = 3  # InitProducerId v3: brokers that take an epoch bump
 _MAX_EPOCH = 32767  # int16: past it the producer needs a new id
-# answers about the producer's sequence or epoch themselves: taking the failed batch's
-# sequence back would not mend what the broker holds
-_SEQUENCE_ERRORS = frozenset(
+# failures after which the batch's sequence numbers are not taken back: answers about
+# the producer's sequence or epoch themselves (taking them back would not mend what the
+# broker holds), and UNKNOWN_SERVER_ERROR (no telling what was written)
+_KEEP_SEQUENCE_ERRORS = frozenset(
     {
+        -1,
         OutOfOrderSequenceNumberError.errno,
         UnknownProducerIdError.errno,
         DuplicateSequenceNumberError.errno,
@@ -448,7 +450,7 @@ class Sender:
                         "topic's max.message.bytes"
                     )
                 )
-            if code in _SEQUENCE_ERRORS:
+            if code in _KEEP_SEQUENCE_ERRORS:
                 self._acc.fail(batch, error)
             else:
                 self._acc.fail_refused(batch, error)  # not written: its sequence is free
