@@ -288,6 +288,8 @@ class Accumulator:
                         break
                     pq.open = None
                 batches.popleft()
+                if pq.split_limit and batch.order < 0 and self._cut(batch):
+                    batch = batches.popleft()  # its first piece
                 if not self._prepare(pq, batch, idempotent):
                     continue
                 pq.node = leader
@@ -445,9 +447,25 @@ class Accumulator:
             batch.retry_at = retry_at
             self._requeue(batch)
 
-    def split(self, batch: ProducerBatch) -> int:
+    def _cut(self, batch: ProducerBatch) -> bool:
+        """Before a batch first goes: cut it to its partition's learned limit if it is
+        over it (the broker refused a batch of that size already: sending it would cost
+        a refused request). True if it was cut, its pieces at the head of the queue."""
+        if batch.record_count < 2 or batch.builder.estimated_size <= batch.queue.split_limit:
+            return False  # over the limit uncompressed only: compressed it may fit
+        try:
+            payload = batch.builder.build()
+        except Exception:  # _prepare builds it again and fails it, visibly
+            return False
+        if len(payload) <= batch.queue.split_limit:
+            return False
+        return self.split(batch, payload) > 0
+
+    def split(self, batch: ProducerBatch, unsent: bytes | bytearray | None = None) -> int:
         """Cut an in-flight batch the broker refused as too large (two or more records)
         into pieces queued in its place, in order, as if never sent; returns how many.
+        With ``unsent`` (its built bytes), a batch about to be sent for the first time
+        is cut to the learned limit instead (its pieces go like new batches).
 
         The pieces take over the batch's buffer memory, deadline, drain order and (the
         refused batch was not written) its sequence range under the same producer id
@@ -458,10 +476,10 @@ class Accumulator:
             self.fail(batch, self.doomed)
             return 0
         pq = batch.queue
-        payload = batch.payload
+        payload = batch.payload if unsent is None else unsent
         assert payload is not None and batch.split is None
         half = max(len(payload) // 2, 1)
-        if pq.split_limit == 0 or half < pq.split_limit:
+        if unsent is None and (pq.split_limit == 0 or half < pq.split_limit):
             pq.split_limit = half
         opts = self.options
         transactional = self.transactional

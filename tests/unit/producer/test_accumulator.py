@@ -731,3 +731,36 @@ async def test_pieces_that_expire_fail_their_records_and_free_the_memory() -> No
     assert handles[0].result().offset == 0
     assert isinstance(handles[-1].exception(), KafkaTimeoutError)
     assert rig.acc.used == 0 and not rig.acc.incomplete
+
+
+async def test_after_a_refusal_later_batches_are_cut_before_they_go() -> None:
+    rig = Rig(batch_size=100_000)
+    rig.acc.set_identity(ProducerIdentity(7, 0))
+    rig.known()
+    values = [b"%04d" % i + b"v" * 996 for i in range(180)]
+    handles = [rig.send(value=v) for v in values]
+    first = _sent_one(rig)
+    rig.acc.split(first)  # refused: the partition learns a limit of half its size
+    queue = rig.acc.queue("t", 0)
+    limit = queue.split_limit
+    assert 0 < limit < 100_000
+    sent: list[ProducerBatch] = []
+    written: list[bytes | None] = []
+    rounds = 0
+    while rig.acc.incomplete:
+        plan = rig.drain()
+        out = [b for _, bs in plan.requests for b in bs]
+        assert out, "nothing drained"
+        rounds += 1
+        for batch in out:
+            assert len(batch.payload or b"") <= limit  # never sent over the limit again
+            sent.append(batch)
+            written += records(batch)
+        for batch in out:
+            rig.acc.complete(batch, BatchResult(batch.sequence, -1, 0))
+    assert written == values
+    seqs = [b.sequence for b in sent]
+    assert seqs == sorted(seqs) and seqs[0] == 0
+    # the pieces cut before sending went several to a drain, like new batches
+    assert rounds < len(sent)
+    assert [h.result().offset for h in handles] == list(range(180))
