@@ -451,8 +451,10 @@ class Accumulator:
         """Before a batch first goes: cut it to its partition's learned limit if it is
         over it (the broker refused a batch of that size already: sending it would cost
         a refused request). True if it was cut, its pieces at the head of the queue."""
-        if batch.record_count < 2 or batch.builder.estimated_size <= batch.queue.split_limit:
-            return False  # over the limit uncompressed only: compressed it may fit
+        if self.doomed is not None or batch.record_count < 2:
+            return False  # (a doomed split would fail the batch the drain is taking)
+        if batch.builder.estimated_size <= batch.queue.split_limit:
+            return False
         try:
             payload = batch.builder.build()
         except Exception:  # _prepare builds it again and fails it, visibly
