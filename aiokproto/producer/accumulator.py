@@ -12,6 +12,7 @@ batches to send to which broker. Batches are drained one per partition per reque
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +38,8 @@ from aiokproto.records.record import Header
 
 if TYPE_CHECKING:
     from aiokproto.metrics.producer import ProducerMetrics
+
+log = logging.getLogger(__name__)
 
 #: buffer_memory charged per record on top of its key, value and header bytes
 RECORD_CHARGE: Final = 16
@@ -461,7 +464,11 @@ class Accumulator:
             return False
         if len(payload) <= batch.queue.split_limit:
             return False
-        return self.split(batch, payload) > 0
+        try:
+            return self.split(batch, payload) > 0
+        except Exception:  # cannot be cut (it decodes before anything changes): send it
+            log.exception("%s: cannot be cut to %d bytes", batch, batch.queue.split_limit)
+            return False
 
     def split(self, batch: ProducerBatch, unsent: bytes | bytearray | None = None) -> int:
         """Cut an in-flight batch the broker refused as too large (two or more records)
