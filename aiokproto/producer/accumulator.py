@@ -12,6 +12,7 @@ batches to send to which broker. Batches are drained one per partition per reque
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +26,10 @@ from aiokproto.producer.batch import (
     PartitionQueue,
     ProducerBatch,
     ProducerIdentity,
+    Split,
+    increment_sequence,
+    settle_parents,
+    split_records,
 )
 from aiokproto.producer.delivery import DeliveryFuture, append_to
 from aiokproto.producer.options import BATCH_HEADER, ProducerOptions
@@ -33,6 +38,8 @@ from aiokproto.records.record import Header
 
 if TYPE_CHECKING:
     from aiokproto.metrics.producer import ProducerMetrics
+
+log = logging.getLogger(__name__)
 
 #: buffer_memory charged per record on top of its key, value and header bytes
 RECORD_CHARGE: Final = 16
@@ -96,6 +103,9 @@ class Accumulator:
         # told of every batch that fails for good (the transaction becomes abortable)
         self.on_fail: Callable[[ProducerBatch, BaseException], None] | None = None
         self.identity = NO_IDENTITY
+        # the transaction will not commit (abortable, aborting): a batch coming back
+        # for a retry or a split fails with this instead of waiting in a queue
+        self.doomed: BaseException | None = None
         self.flushing = 0
         self.closing = False
         self.space_wanted = False
@@ -284,6 +294,8 @@ class Accumulator:
                         break
                     pq.open = None
                 batches.popleft()
+                if pq.split_limit and batch.order < 0 and self._cut(batch):
+                    batch = batches.popleft()  # its first piece
                 if not self._prepare(pq, batch, idempotent):
                     continue
                 pq.node = leader
@@ -387,6 +399,8 @@ class Accumulator:
             pq.confirmed = True  # the leader knows this producer now
         if not batch.future.done():
             batch.future.set_result(result)
+            if batch.parent is not None:
+                settle_parents(batch)
 
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         """Fail a batch for good (it must not be in a queue)."""
@@ -401,15 +415,135 @@ class Accumulator:
         if not batch.future.done():
             batch.future.set_exception(error)
             batch.future.exception()  # a record handle may never be awaited
+            if batch.parent is not None:
+                settle_parents(batch)
         if self.on_fail is not None:
             self.on_fail(batch, error)
+
+    def fail_refused(self, batch: ProducerBatch, error: BaseException) -> None:
+        """Fail a batch the broker refused (an error in its answer: nothing of it was
+        written). When it is the partition's only unresolved batch and the last one
+        numbered, its sequence numbers are taken back: no gap, so no epoch bump (a
+        producer whose every batch is refused, one at a time, keeps its epoch). Only
+        after its first attempt: an earlier one may have been written unanswered."""
+        pq = batch.queue
+        if (
+            self.idempotent
+            and batch.attempts == 1
+            and batch.sequence != NO_SEQUENCE
+            and len(pq.unresolved) == 1
+            and pq.unresolved[0] is batch
+            and not pq.needs_reset
+            and batch.builder.producer_epoch == pq.identity.epoch
+            and batch.builder.producer_id == pq.identity.producer_id
+            and increment_sequence(batch.sequence, batch.record_count) == pq.next_sequence
+        ):
+            pq.next_sequence = batch.sequence
+            pq.unresolved.clear()
+            batch.sequence = NO_SEQUENCE
+        self.fail(batch, error)
 
     def retry(self, batch: ProducerBatch, error: KafkaError, retry_at: float) -> None:
         """Put an in-flight batch back in its queue to be sent again at ``retry_at``."""
         if batch in self.incomplete:
+            if self.doomed is not None:
+                self.fail(batch, self.doomed)
+                return
             batch.last_error = error
             batch.retry_at = retry_at
             self._requeue(batch)
+
+    def _cut(self, batch: ProducerBatch) -> bool:
+        """Before a batch first goes: cut it to its partition's learned limit if it is
+        over it (the broker refused a batch of that size already: sending it would cost
+        a refused request). True if it was cut, its pieces at the head of the queue."""
+        if self.doomed is not None or batch.record_count < 2:
+            return False  # (a doomed split would fail the batch the drain is taking)
+        if batch.builder.estimated_size <= batch.queue.split_limit:
+            return False
+        try:
+            payload = batch.builder.build()
+        except Exception:  # _prepare builds it again and fails it, visibly
+            return False
+        if len(payload) <= batch.queue.split_limit:
+            return False
+        try:
+            return self.split(batch, payload) > 0
+        except Exception:  # cannot be cut (it decodes before anything changes): send it
+            log.exception("%s: cannot be cut to %d bytes", batch, batch.queue.split_limit)
+            return False
+
+    def split(self, batch: ProducerBatch, unsent: bytes | bytearray | None = None) -> int:
+        """Cut an in-flight batch the broker refused as too large (two or more records)
+        into pieces queued in its place, in order, as if never sent; returns how many.
+        With ``unsent`` (its built bytes), a batch about to be sent for the first time
+        is cut to the learned limit instead (its pieces go like new batches).
+
+        The pieces take over the batch's buffer memory, deadline, drain order and (the
+        refused batch was not written) its sequence range under the same producer id
+        and epoch. Each piece is at most half the smallest size refused on this
+        partition so far: a limit learned from the refusals, so later batches are cut
+        once to the right size instead of halved again and again."""
+        if self.doomed is not None:
+            self.fail(batch, self.doomed)
+            return 0
+        pq = batch.queue
+        payload = batch.payload if unsent is None else unsent
+        assert payload is not None and batch.split is None
+        half = max(len(payload) // 2, 1)
+        if unsent is None and (pq.split_limit == 0 or half < pq.split_limit):
+            pq.split_limit = half
+        opts = self.options
+        transactional = self.transactional
+
+        def new_builder(limit: int) -> RecordBatchBuilder:
+            return RecordBatchBuilder(
+                batch_size=limit,
+                compression=opts.compression,
+                compression_level=opts.compression_level,
+                transactional=transactional,
+            )
+
+        parts = split_records(batch.builder, payload, pq.split_limit, new_builder)
+        # the batch leaves the books (without releasing memory: its pieces hold it)
+        self.incomplete.discard(batch)
+        if batch.in_flight:
+            batch.in_flight = False
+            pq.in_flight -= 1
+        batch.conn = None
+        batch.payload = None
+        sequence = batch.sequence
+        try:
+            at = pq.unresolved.index(batch) if sequence != NO_SEQUENCE else -1
+        except ValueError:
+            at = -1  # the partition was reset meanwhile: the pieces are renumbered
+        if at >= 0:
+            del pq.unresolved[at]
+        pid, epoch = batch.builder.producer_id, batch.builder.producer_epoch
+        total, left = batch.record_count, batch.charge
+        pieces: list[ProducerBatch] = []
+        for i, (_, builder) in enumerate(parts):
+            count = builder.record_count
+            charge = left if i == len(parts) - 1 else batch.charge * count // total
+            left -= charge
+            piece = ProducerBatch(
+                pq, builder, self._loop.create_future(), batch.created, batch.deadline, charge
+            )
+            piece.closed = True
+            piece.order = batch.order  # ahead of every batch drained after the big one
+            piece.last_error = batch.last_error
+            piece.parent = batch
+            if at >= 0:
+                piece.sequence = sequence
+                builder.set_producer_state(pid, epoch, sequence)
+                sequence = increment_sequence(sequence, count)
+                pq.unresolved.insert(at + i, piece)
+            pieces.append(piece)
+            self.incomplete.add(piece)
+        pq.requeue_pieces(pieces)
+        batch.split = Split([first for first, _ in parts], pieces)
+        self._active[pq] = None
+        return len(pieces)
 
     def hold_back(self, batch: ProducerBatch) -> None:
         """An in-flight batch was not written (an earlier batch of its partition is not
@@ -417,6 +551,9 @@ class Accumulator:
         sender looks again: its request may be out long, and a drain is what watches a
         queued batch's deadline."""
         if batch in self.incomplete:
+            if self.doomed is not None:
+                self.fail(batch, self.doomed)
+                return
             batch.attempts -= 1
             self._requeue(batch)
             self._wake()

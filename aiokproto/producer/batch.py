@@ -10,17 +10,24 @@ nothing else of the partition is in flight, so the broker sees sequences in orde
 A batch that fails for good after getting a sequence leaves a gap the broker will not
 accept, so the partition ``needs_reset``: once its in-flight requests are over it takes
 the producer's next epoch and renumbers its queued batches from 0.
+
+Splitting (KIP-126): a batch the broker refused as too large was not written, so its
+pieces (``split_records``) take over its sequence range in order, under the same
+producer id and epoch: no gap, no duplicate. The split batch keeps its records'
+handles; its ``split`` (``Split``) says which piece holds which record, and its future
+resolves once every piece's has (``delivery.settled`` finds a record's piece).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from aiokproto.errors import KafkaError
 from aiokproto.producer.delivery import HandleState
-from aiokproto.records import RecordBatchBuilder
+from aiokproto.records import RecordBatch, RecordBatchBuilder
 
 NO_SEQUENCE: Final = -1
 _SEQUENCE_MASK: Final = 0x7FFFFFFF
@@ -47,6 +54,11 @@ class BatchResult(NamedTuple):
     log_start_offset: int
 
 
+#: a split batch's result once every piece is delivered: each record's offset is in
+#: its piece (``delivery.settled``)
+SPLIT_DONE: Final = BatchResult(-1, -1, -1)
+
+
 class ProducerBatch:
     """Records of one partition built into one v2 RecordBatch, with one future."""
 
@@ -65,11 +77,13 @@ class ProducerBatch:
         "last_error",
         "metered",
         "order",
+        "parent",
         "partition",
         "payload",
         "queue",
         "retry_at",
         "sequence",
+        "split",
         "topic",
     )
 
@@ -108,6 +122,9 @@ class ProducerBatch:
         self.last_error: KafkaError | None = None
         # the connection its current attempt was handed to (order checks); None else
         self.conn: object | None = None
+        # set once the broker refused it as too large and it was cut into pieces
+        self.split: Split | None = None
+        self.parent: ProducerBatch | None = None  # the split batch it is a piece of
 
     @property
     def record_count(self) -> int:
@@ -118,6 +135,88 @@ class ProducerBatch:
             f"<ProducerBatch {self.topic}[{self.partition}] records={self.record_count} "
             f"seq={self.sequence} attempts={self.attempts}>"
         )
+
+
+class Split:
+    """The pieces a refused batch was cut into: piece ``i`` holds its records
+    ``firsts[i]`` to ``firsts[i + 1] - 1`` (a piece may be split again in turn)."""
+
+    __slots__ = ("firsts", "pending", "pieces")
+
+    def __init__(self, firsts: list[int], pieces: list[ProducerBatch]) -> None:
+        self.firsts = firsts
+        self.pieces = pieces
+        self.pending = len(pieces)  # pieces whose future is not resolved yet
+
+
+def settle_parents(piece: ProducerBatch) -> None:
+    """``piece``'s future was just resolved: resolve the batches it was split from once
+    all their pieces are (with the first failed record's error, if any; each record's
+    own outcome stays in its piece). At once, not a loop pass later: whoever sees the
+    piece done (stop(), flush()) sees its records' fate too."""
+    parent = piece.parent
+    while parent is not None:
+        split = parent.split
+        assert split is not None
+        split.pending -= 1
+        if split.pending:
+            return
+        future = parent.future
+        if not future.done():
+            error: BaseException | None = None
+            for each in split.pieces:
+                if each.future.cancelled():
+                    error = KafkaError(f"{each} was cancelled")
+                else:
+                    error = each.future.exception()
+                if error is not None:
+                    break
+            if error is None:
+                future.set_result(SPLIT_DONE)
+            else:
+                future.set_exception(error)
+                future.exception()  # a record handle may never be awaited
+        parent = parent.parent
+
+
+def split_records(
+    builder: RecordBatchBuilder,
+    payload: bytes | bytearray,
+    limit: int,
+    new_builder: Callable[[int], RecordBatchBuilder],
+) -> list[tuple[int, RecordBatchBuilder]]:
+    """Cut the records of a built batch into builders of at most ``limit`` payload
+    bytes each (a single record larger than that goes alone): ``(first record's delta
+    in the old batch, builder)`` in order. Always at least two pieces for two or more
+    records, so refusing and splitting again ends at single records.
+
+    ``limit`` is in built (compressed) bytes; the builders count uncompressed ones, so
+    it is scaled by the old batch's compression ratio."""
+    records = RecordBatch.parse(payload, check_crc=False).records()
+    n = len(records)
+    if n < 2:
+        raise ValueError(f"cannot split a batch of {n} record(s)")
+    ratio = max(builder.estimated_size, 1) / max(len(payload), 1)
+    raw_limit = max(int(limit * ratio), 1)
+    pieces: list[tuple[int, RecordBatchBuilder]] = []
+    current: RecordBatchBuilder | None = None
+    for i, record in enumerate(records):
+        if current is not None and current.append(
+            record.timestamp, record.key, record.value, record.headers
+        ) is not None:
+            continue
+        current = new_builder(raw_limit)
+        current.append(record.timestamp, record.key, record.value, record.headers)
+        pieces.append((i, current))
+    if len(pieces) == 1:  # the limit fits them all (compression guessed wrong): halve
+        half = n // 2
+        pieces = []
+        for first, stop in ((0, half), (half, n)):
+            current = new_builder(1 << 62)
+            for record in records[first:stop]:
+                current.append(record.timestamp, record.key, record.value, record.headers)
+            pieces.append((first, current))
+    return pieces
 
 
 class PartitionQueue:
@@ -134,6 +233,7 @@ class PartitionQueue:
         "node",
         "open",
         "partition",
+        "split_limit",
         "topic",
         "txn_added",
         "unresolved",
@@ -159,6 +259,9 @@ class PartitionQueue:
         # False while a transactional producer (v1) has not yet added the partition to
         # its transaction (AddPartitionsToTxn): its batches wait, unsent
         self.txn_added = txn_added
+        # built bytes a batch of this partition is cut to after a refusal as too large
+        # (half the smallest size refused so far; 0: none refused)
+        self.split_limit = 0
 
     # -- idempotence ----------------------------------------------------------
 
@@ -231,3 +334,17 @@ class PartitionQueue:
                 index = i
                 break
         batches.insert(index, batch)
+
+    def requeue_pieces(self, pieces: list[ProducerBatch]) -> None:
+        """Queue the pieces of a split batch (its drain order, in flight alone) where it
+        was: after the retries drained before it, before everything else, its later
+        siblings (pieces of the same earlier split) included."""
+        batches = self.batches
+        order = pieces[0].order
+        index = len(batches)
+        for i, other in enumerate(batches):
+            if other.order < 0 or other.order >= order:
+                index = i
+                break
+        for piece in reversed(pieces):
+            batches.insert(index, piece)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from bisect import bisect_right
 from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import partial
 from itertools import repeat
@@ -21,7 +22,7 @@ from aiokproto.errors import KafkaError
 from aiokproto.structs import RecordMetadata as RecordMetadata  # its home before issue 32
 
 if TYPE_CHECKING:
-    from aiokproto.producer.batch import BatchResult, ProducerBatch
+    from aiokproto.producer.batch import BatchResult, ProducerBatch, Split
     from aiokproto.records.record import Header
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,21 @@ def record_metadata(
         CREATE_TIME,
         log_start,
     )
+
+
+def settled(batch: ProducerBatch, delta: int) -> tuple[asyncio.Future[BatchResult], int]:
+    """The future holding record ``delta``'s outcome, and its offset delta there: the
+    batch's own, or once the batch was split (refused as too large), the piece's that
+    holds it. Until the split batch is resolved, its own (not done yet)."""
+    if batch.split is None or not batch.future.done():
+        return batch.future, delta
+    split: Split | None = batch.split
+    while split is not None:
+        i = bisect_right(split.firsts, delta) - 1
+        delta -= split.firsts[i]
+        batch = split.pieces[i]
+        split = batch.split
+    return batch.future, delta
 
 
 if TYPE_CHECKING or _native is None:
@@ -186,6 +202,11 @@ class DeliveryFuture(_HandleFields):
             raise self._error
         if batch.handles is not None and self._delta in batch.handles.cancelled:
             raise self._make_cancelled_error()
+        if batch.split is not None:
+            future, delta = settled(batch, self._delta)
+            return record_metadata(
+                batch, future.result(), delta, self._timestamp, self._ksize, self._vsize
+            )
         return record_metadata(
             batch, batch.future.result(), self._delta, self._timestamp, self._ksize, self._vsize
         )
@@ -196,6 +217,8 @@ class DeliveryFuture(_HandleFields):
             return self._error
         if batch.handles is not None and self._delta in batch.handles.cancelled:
             raise self._make_cancelled_error()
+        if batch.split is not None:
+            return settled(batch, self._delta)[0].exception()
         return batch.future.exception()
 
     def add_done_callback(self, callback: Callable[[DeliveryFuture], object]) -> None:
@@ -340,7 +363,8 @@ class OnDelivery:
             if batch is None:
                 self.callback(handle._error, None)
                 return
-            error = batch.future.exception()
+            future, delta = settled(batch, handle._delta)
+            error = future.exception()
             if error is not None:
                 if not isinstance(error, KafkaError):  # batches fail with KafkaErrors
                     cause, error = error, KafkaError(f"the record was not delivered: {error!r}")
@@ -349,8 +373,8 @@ class OnDelivery:
                 return
             meta = record_metadata(
                 batch,
-                batch.future.result(),
-                handle._delta,
+                future.result(),
+                delta,
                 handle._timestamp,
                 handle._ksize,
                 handle._vsize,
@@ -484,7 +508,12 @@ class BatchDelivery:
         for future in dict.fromkeys(seg.batch.future for seg in self._segments):
             if not future.done():
                 await asyncio.wait((future,))  # cancelling the caller leaves the batch be
-            future.result()  # raises the batch's delivery error
+        for batch, _, first_delta, count in self._segments:
+            if batch.split is None:
+                batch.future.result()  # raises the batch's delivery error
+            else:  # only this call's records of a split batch count
+                for delta in range(first_delta, first_delta + count):
+                    settled(batch, delta)[0].result()
 
     def _metadata(self) -> list[RecordMetadata]:
         # Built with map/zip over each segment's slice, not a constructor call per
@@ -492,6 +521,9 @@ class BatchDelivery:
         out: list[RecordMetadata] = []
         keys, values, ts = self._keys, self._values, self._timestamp
         for batch, start, first_delta, count in self._segments:
+            if batch.split is not None:
+                out.extend(self._split_metadata(batch, start, first_delta, count))
+                continue
             base, append_time, log_start = batch.future.result()  # raises the batch's error
             stop = start + count
             if append_time >= 0:
@@ -518,6 +550,28 @@ class BatchDelivery:
             )
         return out
 
+    def _split_metadata(
+        self, batch: ProducerBatch, start: int, first_delta: int, count: int
+    ) -> list[RecordMetadata]:
+        """One segment of a batch that was split: record by record (rare)."""
+        keys, values = self._keys, self._values
+        out = []
+        for i in range(count):
+            future, delta = settled(batch, first_delta + i)
+            key = None if keys is None else keys[start + i]
+            value = values[start + i]
+            out.append(
+                record_metadata(
+                    batch,
+                    future.result(),  # raises the record's delivery error
+                    delta,
+                    self._timestamp,
+                    -1 if key is None else len(key),
+                    -1 if value is None else len(value),
+                )
+            )
+        return out
+
 
 def _sizes(items: Sequence[bytes | None]) -> list[int]:
     """Serialized sizes, -1 for None."""
@@ -540,17 +594,24 @@ async def wait_delivered(handles: Iterable[DeliveryFuture]) -> None:
     metadata, at about 2.5 us a record). Cancelling the caller leaves the records be,
     and a cancelled handle's record is still waited for (its delivery goes on).
     """
-    futures: dict[asyncio.Future[BatchResult], None] = {}
+    if not isinstance(handles, (list, tuple)):
+        handles = list(handles)  # read again below if a batch was split
+    futures: dict[asyncio.Future[BatchResult], ProducerBatch] = {}
     for handle in handles:
         batch = handle._batch
         if batch is None:
             assert handle._error is not None
             raise handle._error
-        futures[batch.future] = None
-    for future in futures:
+        futures[batch.future] = batch
+    for future, batch in futures.items():
         if not future.done():
             await asyncio.wait((future,))
-        future.result()  # raises the batch's delivery error
+        if batch.split is None:
+            future.result()  # raises the batch's delivery error
+        elif future.exception() is not None:  # a record of it failed: one of these?
+            for handle in handles:
+                if handle._batch is batch:
+                    settled(batch, handle._delta)[0].result()
 
 
 def first_delivered(handles: Sequence[DeliveryFuture]) -> asyncio.Future[RecordMetadata]:

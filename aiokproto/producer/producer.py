@@ -411,7 +411,13 @@ class Producer(StartStop, Generic[SK, SV]):
             txn = None
             if self.options.transactional_id is not None:
                 txn = TransactionManager(
-                    client, acc, self.options, self.config, sender.wake, self._on_txn_fatal
+                    client,
+                    acc,
+                    self.options,
+                    self.config,
+                    sender.wake,
+                    self._on_txn_fatal,
+                    self._on_txn_abortable,
                 )
                 await txn.start()
                 sender.txn_v2 = txn.v2
@@ -539,6 +545,15 @@ class Producer(StartStop, Generic[SK, SV]):
         if acc is not None:
             acc.fail_all(error)
         self._fail_space_waiters(error)
+
+    def _on_txn_abortable(self, error: KafkaError) -> None:
+        """The transaction cannot commit any more: send() raises at once (instead of
+        buffering records that will never be sent, then waiting max_block_ms for the
+        memory they hold), and so do the calls waiting for metadata or memory."""
+        if self._accepting:
+            self._stop_accepting()
+        if self._txn is not None:
+            self._fail_space_waiters(self._txn.state.abortable_error("send"))
 
     async def _give_sender_a_turn(self) -> None:
         self._yield_next = False

@@ -1,6 +1,9 @@
 """The sender: one task that drains the accumulator into per-broker Produce requests;
 ``decide()`` rules for each partition's error; InitProducerId and the epoch bump.
 
+A batch refused as too large is split (``Accumulator.split``, KIP-126); the epoch bump
+is taken locally where brokers allow it (KIP-360, ``Sender._bump_locally``).
+
 Each request runs as a task the sender owns (at most
 ``max_in_flight_requests_per_connection`` per broker, on the broker's "produce"
 connection); its outcome is applied to the batches synchronously when the answer
@@ -22,18 +25,27 @@ from aiokproto.cluster.snapshot import BrokerInfo, ClusterSnapshot
 from aiokproto.config import ClientConfig
 from aiokproto.errors import (
     DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
     MessageTooLargeError,
     OutOfOrderSequenceNumberError,
+    ProducerFencedError,
     RecordListTooLargeError,
     UnknownProducerIdError,
     for_code,
 )
 from aiokproto.logs import RepeatingWarning
 from aiokproto.producer.accumulator import Accumulator
-from aiokproto.producer.batch import BatchResult, ProducerBatch, ProducerIdentity
+from aiokproto.producer.batch import (
+    NO_IDENTITY,
+    BatchResult,
+    ProducerBatch,
+    ProducerIdentity,
+    settle_parents,
+)
 from aiokproto.producer.options import ProducerOptions
 from aiokproto.protocol.messages.init_producer_id import InitProducerIdRequest
 from aiokproto.protocol.messages.produce import (
@@ -50,6 +62,22 @@ _ZERO_UUID = uuid.UUID(int=0)
 _FIRST_TOPIC_ID_VERSION = 13
 _MIN_PRODUCE_VERSION = 3  # RecordBatch v2
 _LAST_TXN_V1_PRODUCE_VERSION = 11
+_FIRST_KIP360_INIT_VERSION = 3  # InitProducerId v3: brokers that take an epoch bump
+_MAX_EPOCH = 32767  # int16: past it the producer needs a new id
+# failures after which the batch's sequence numbers are not taken back: answers about
+# the producer's sequence or epoch themselves (taking them back would not mend what the
+# broker holds), and UNKNOWN_SERVER_ERROR (no telling what was written)
+_KEEP_SEQUENCE_ERRORS = frozenset(
+    {
+        -1,
+        OutOfOrderSequenceNumberError.errno,
+        UnknownProducerIdError.errno,
+        DuplicateSequenceNumberError.errno,
+        InvalidProducerEpochError.errno,
+        ProducerFencedError.errno,
+        InvalidProducerIdMappingError.errno,
+    }
+)
 
 
 class Action(enum.Enum):
@@ -126,6 +154,10 @@ class Sender:
         self.fatal: KafkaError | None = None
         self.txn_v2 = False  # transactions v2 (KIP-890): set by the transaction manager
         self._odd_epoch = RepeatingWarning(log)
+        # a broker speaks InitProducerId v3+ (KIP-360, Kafka 2.5+): it accepts a new
+        # epoch of an idempotent producer id from sequence 0, so the producer bumps its
+        # epoch itself, without a request (and without a new producer id each time)
+        self._kip360 = False
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -181,7 +213,10 @@ class Sender:
             for node, batches in plan.requests:
                 self._dispatch(node, batches, snapshot)
             if plan.reset_wanted and self._bump_task is None and not acc.transactional:
-                self._bump_task = loop.create_task(self._bump(), name="aiokproto-producer-bump")
+                if self._bump_locally():
+                    plan.wake_at(now)  # the partitions waiting for it adopt it now
+                else:
+                    self._bump_task = loop.create_task(self._bump(), name="aiokproto-producer-bump")
             if plan.leaderless:
                 meta.request_refresh(plan.leaderless)
                 plan.wake_at(now + retry_backoff)
@@ -214,6 +249,9 @@ class Sender:
             try:
                 conn = await self._client.connection(node, "produce")
                 if acc.idempotent:
+                    if not self._kip360:
+                        init = conn.api_versions.get(InitProducerIdRequest.API_KEY)
+                        self._kip360 = init is not None and init[1] >= _FIRST_KIP360_INIT_VERSION
                     batches = self._in_order_on(conn, batches)
                     if not batches:
                         return
@@ -395,12 +433,27 @@ class Sender:
         )
         if action is Action.FAIL:
             if isinstance(error, (MessageTooLargeError, RecordListTooLargeError)):
+                size = len(batch.payload or b"")
+                if batch.record_count > 1 and size and not batch.future.done():
+                    # KIP-126: it was not written; its records go again in smaller
+                    # batches, in its place (only a record too large alone fails)
+                    pieces = self._acc.split(batch)  # 0: the transaction is failing
+                    log.info("%s: %s; split into %d batches", batch, error, pieces)
+                    return
                 error = error_cls(
                     _describe(batch, part) + f"; the batch had {batch.record_count} record(s) "
-                    f"and {len(batch.payload or b'')} bytes: lower batch_size "
-                    f"({self._opts.batch_size}) or raise the topic's max.message.bytes"
+                    f"and {size} bytes: "
+                    + (
+                        "the record alone is over the topic's limit (max.message.bytes)"
+                        if batch.record_count == 1
+                        else f"lower batch_size ({self._opts.batch_size}) or raise the "
+                        "topic's max.message.bytes"
+                    )
                 )
-            self._acc.fail(batch, error)
+            if code in _KEEP_SEQUENCE_ERRORS:
+                self._acc.fail(batch, error)
+            else:
+                self._acc.fail_refused(batch, error)  # not written: its sequence is free
             return
         if action is Action.RESET:
             log.info("%s: %s; bumping the producer epoch", batch, error)
@@ -441,14 +494,34 @@ class Sender:
                 ) from error
             await asyncio.sleep(delay)
 
+    def _bump_locally(self) -> bool:
+        """The next epoch of the current producer id, taken without asking (as the Java
+        producer does for an idempotent producer): the partitions reset for it start
+        again from sequence 0. One bump serves every partition that failed under the
+        old epoch (they adopt the new one once their requests are over): batches
+        failing together cost one bump, never a request or a producer id each. False
+        when a request is needed: an old broker, or the epoch is at its maximum."""
+        current = self._acc.identity
+        if not self._kip360 or current.producer_id < 0 or current.epoch >= _MAX_EPOCH:
+            return False
+        identity = ProducerIdentity(current.producer_id, current.epoch + 1)
+        log.info(
+            "producer id %s: epoch %s -> %s", identity.producer_id, current.epoch, identity.epoch
+        )
+        self._acc.set_identity(identity)
+        return True
+
     async def _bump(self) -> None:
         current = self._acc.identity
         attempts = 0
         try:
             while True:
                 try:
+                    # without a transactional id the broker gives a new producer id
+                    # whatever it is told; id and epoch are not sent (v0-v2 cannot
+                    # carry them: a broker before 2.5 refused the request)
                     identity = await self.init_producer_id(
-                        current, self._config.default_api_timeout_ms
+                        NO_IDENTITY, self._config.default_api_timeout_ms
                     )
                 except KafkaError as exc:
                     if exc.retriable:
@@ -516,8 +589,8 @@ class _InFlightExpiry:
         soonest: float | None = None
         for batches in self._requests.values():
             for batch in batches:
-                if batch.future.done():
-                    continue
+                if batch.future.done() or batch.split is not None:
+                    continue  # a split batch's pieces are watched by their own requests
                 if batch.deadline > now:
                     if soonest is None or batch.deadline < soonest:
                         soonest = batch.deadline
@@ -530,6 +603,8 @@ class _InFlightExpiry:
                     )
                 )
                 batch.future.exception()  # a handle may never be awaited
+                if batch.parent is not None:
+                    settle_parents(batch)
         if soonest is not None:
             self._timer.arm_by(soonest)
 

@@ -91,6 +91,7 @@ class TransactionManager:
         config: ClientConfig,
         wake_sender: Callable[[], None],
         on_fatal: Callable[[KafkaError], None],
+        on_abortable: Callable[[KafkaError], None] | None = None,
     ) -> None:
         assert options.transactional_id is not None
         self.transactional_id = options.transactional_id
@@ -102,6 +103,7 @@ class TransactionManager:
         self._config = config
         self._wake_sender = wake_sender
         self._on_fatal = on_fatal
+        self._on_abortable = on_abortable  # the transaction just turned abortable
         self._loop = asyncio.get_running_loop()
         self._to_add: dict[PartitionQueue, None] = {}  # v1: used, not yet added
         self._added: set[PartitionQueue] = set()
@@ -158,6 +160,7 @@ class TransactionManager:
         self._groups_added.clear()
         self._touched = False
         self._acc.sent_in_txn = False
+        self._acc.doomed = None
         if not self.v2:
             for pq in self._acc.partition_queues():
                 pq.txn_added = False
@@ -214,6 +217,7 @@ class TransactionManager:
         aborted = TransactionAbortedError(
             f"transaction of {self.transactional_id!r} aborted before the record was sent"
         )
+        self._acc.doomed = aborted  # a batch split or retried from now on fails too
         self._acc.fail_unsent(aborted)
         self._to_add.clear()
         if not await wait_in_flight():
@@ -572,13 +576,17 @@ class TransactionManager:
         """The transaction cannot commit: what is not sent yet never will be."""
         if self.state.state is Txn.FATAL_ERROR:
             return
+        was = self.state.state
         self.state.abortable(error)
         if self.state.state is Txn.ABORTABLE_ERROR:
-            self._acc.fail_unsent(
-                TransactionAbortedError(
-                    f"not sent: the transaction failed ({type(error).__name__}: {error})"
-                )
+            if was is not Txn.ABORTABLE_ERROR and self._on_abortable is not None:
+                self._on_abortable(error)  # send() raises from now on, nobody waits
+            doomed = TransactionAbortedError(
+                f"not sent: the transaction failed ({type(error).__name__}: {error})"
             )
+            if self._acc.doomed is None:
+                self._acc.doomed = doomed  # nor are the batches that come back
+            self._acc.fail_unsent(doomed)
 
     def _fatal(self, error: KafkaError) -> None:
         if self.state.state is Txn.FATAL_ERROR:

@@ -26,6 +26,7 @@ from aiokproto.errors import (
     KafkaError,
     NotCoordinatorError,
     ProducerFencedError,
+    TransactionAbortableError,
     TransactionalIdAuthorizationFailedError,
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
@@ -104,6 +105,17 @@ class TxnState:
         elif self.state is Txn.ABORTABLE_ERROR and self.error is None:
             self.error = error
 
+    def abortable_error(self, call: str) -> TransactionAbortableError:
+        """What ``call`` raises once the transaction is abortable: a
+        ``TransactionAbortableError`` whose ``__cause__`` is what made it so."""
+        error = self.error
+        out = TransactionAbortableError(
+            f"{call}(): the transaction failed ({type(error).__name__}: {error}); "
+            "abort_transaction() it, then begin a new one"
+        )
+        out.__cause__ = error
+        return out
+
     def fatal(self, error: KafkaError) -> None:
         if self.state is not Txn.FATAL_ERROR:
             self.state = Txn.FATAL_ERROR
@@ -120,6 +132,8 @@ class TxnState:
             raise error.with_traceback(None)
         if state is Txn.ABORTABLE_ERROR and error is not None and call == "commit_transaction":
             raise error.with_traceback(None)  # what made the transaction fail
+        if state is Txn.ABORTABLE_ERROR and error is not None and call == "send":
+            raise self.abortable_error(call)
         if state is Txn.ABORTABLE_ERROR and error is not None and call != "begin_transaction":
             raise IllegalStateError(
                 f"{call}(): the transaction failed ({type(error).__name__}: {error}); "

@@ -182,12 +182,70 @@ async def test_out_of_order_sequence_at_the_head_bumps_the_epoch() -> None:
         async with Producer(bootstrap_servers=fake.bootstrap, **FAST) as p:
             meta = await p.send_and_wait(TOPIC, b"v")
     assert meta.offset == 0
-    # KIP-360: a second InitProducerId carrying the current id and epoch
-    assert len(fake.inits) == 2
-    assert fake.inits[0].request.producer_id == -1
-    assert (fake.inits[1].request.producer_id, fake.inits[1].request.producer_epoch) == (77, 0)
+    # KIP-360 (as the Java producer): the idempotent producer takes the next epoch of
+    # its id itself; an InitProducerId would only give it a new producer id
+    assert len(fake.inits) == 1
+    resent = batches_of(fake.produces[-1])[0]
+    assert (resent.producer_id, resent.producer_epoch, resent.base_sequence) == (77, 1, 0)
+
+
+def versions_without_kip360(fake: FakeCluster, rec: Received) -> Reply:
+    """ApiVersions of a broker older than Kafka 2.5: InitProducerId up to v2."""
+    response = fake.broker.default_response(rec)
+    for api in response.api_keys:
+        if api.api_key == 22:
+            api.max_version = 2
+    return Reply(response=response)
+
+
+async def test_an_old_broker_gets_an_init_producer_id_for_the_bump() -> None:
+    def script(rec: Received) -> Reply | None:
+        if rec.api_key == 18:
+            return versions_without_kip360(fake, rec)
+        if rec.api_key == 0 and not fake.produces:
+            fake.produces.append(rec)
+            return Reply(response=fake.answer(rec, 45))  # OUT_OF_ORDER: bump
+        return fake.script(rec)
+
+    fake = FakeCluster()
+    fake.broker.script = script
+    async with fake:
+        async with Producer(bootstrap_servers=fake.bootstrap, **FAST) as p:
+            meta = await p.send_and_wait(TOPIC, b"v")
+    assert meta.offset == 0 and len(fake.inits) == 2
+    assert fake.inits[1].request.producer_id == -1  # v2 cannot carry it
     resent = batches_of(fake.produces[-1])[0]
     assert (resent.producer_epoch, resent.base_sequence) == (1, 0)
+
+
+async def test_batches_failing_together_cost_one_epoch_bump() -> None:
+    """20 batches refused for good (INVALID_RECORD), the first ones pipelined: one
+    epoch bump for them, taken locally (no InitProducerId); the later ones, sent alone,
+    give their sequence numbers back instead; the next record goes under epoch 1."""
+    failing = {"on": False}
+
+    def script(rec: Received, n: int) -> Reply | None:
+        if failing["on"]:
+            return Reply(response=fake.answer(rec, 87))  # INVALID_RECORD: not retriable
+        return None
+
+    async with FakeCluster(script) as fake:
+        async with Producer(
+            bootstrap_servers=fake.bootstrap, batch_size=256, linger_ms=0, **FAST
+        ) as p:
+            meta = await p.send_and_wait(TOPIC, b"confirmed")  # pipelining allowed now
+            failing["on"] = True
+            handles = [await p.send(TOPIC, b"%03d" % i * 30) for i in range(20)]
+            await asyncio.gather(*handles, return_exceptions=True)
+            assert all(h.exception() is not None for h in handles)
+            failing["on"] = False
+            after = await p.send_and_wait(TOPIC, b"after")
+    assert meta.offset == 0 and after.offset == 1
+    assert len(fake.inits) == 1
+    epochs = [batches_of(r)[0].producer_epoch for r in fake.produces]
+    assert max(epochs) == 1, epochs  # one bump for the wave, none after
+    last = batches_of(fake.produces[-1])[0]
+    assert last.base_sequence == 0 and last.producer_epoch == max(epochs)
 
 
 async def test_order_is_kept_when_a_pipelined_batch_fails() -> None:
@@ -377,6 +435,8 @@ async def test_an_epoch_bump_answered_with_the_same_epoch_backs_off() -> None:
     state = {"stuck": True}
 
     def script(rec: Received) -> Reply | None:
+        if rec.api_key == 18:  # a broker without KIP-360: the bump is a request
+            return versions_without_kip360(fake, rec)
         if rec.api_key == 22:
             fake.inits.append(rec)
             epoch = 0 if state["stuck"] else 1

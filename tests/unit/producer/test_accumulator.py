@@ -10,16 +10,23 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from aiokproto.config import split_options
-from aiokproto.errors import KafkaConnectionError, KafkaTimeoutError, NotLeaderOrFollowerError
+from aiokproto.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    NotLeaderOrFollowerError,
+)
 from aiokproto.producer.accumulator import Accumulator
 from aiokproto.producer.batch import (
     BatchResult,
     ProducerBatch,
     ProducerIdentity,
     increment_sequence,
+    split_records,
 )
+from aiokproto.producer.delivery import OnDelivery, wait_delivered
 from aiokproto.producer.options import PRODUCER_OPTIONS, parse_producer_options
-from aiokproto.records import read_batches
+from aiokproto.records import RecordBatchBuilder, compression, read_batches
 
 VALUE = b"v" * 100
 
@@ -215,7 +222,7 @@ async def test_a_held_back_batch_wakes_the_sender_to_watch_its_deadline() -> Non
     timeout): the sender must drain again, or no drain watches the batch's deadline."""
     rig = Rig(enable_idempotence=False, acks=1, delivery_timeout_ms=31_000)
     rig.send()
-    ((_, (batch,)),) = rig.drain().requests
+    ((_, (batch,)),) = rig.drain(capacity=1).requests
     wakes = rig.wakes
     rig.acc.hold_back(batch)
     assert rig.wakes == wakes + 1
@@ -500,6 +507,7 @@ class _DoneBatch:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, partition: int, result: Any) -> None:
         self.topic, self.partition = "t", partition
+        self.split = None
         self.future = loop.create_future()
         self.future.set_result(result)
 
@@ -545,3 +553,214 @@ def test_batch_delivery_metadata_equals_one_record_metadata_per_record(
     ]
     assert got == expected
     assert type(got) is list and all(type(m) is RecordMetadata for m in got)
+
+
+# -- splitting a batch refused as too large (KIP-126) ----------------------------------
+
+
+def _builder(limit: int, compression: int = 0) -> RecordBatchBuilder:
+    return RecordBatchBuilder(batch_size=limit, compression=compression)
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.ZSTD])
+async def test_split_records_cuts_in_order_within_the_limit(codec: int) -> None:
+    big = _builder(1 << 30, codec)
+    values = [bytes([i % 251]) * 1000 + i.to_bytes(4, "big") for i in range(50)]
+    for i, value in enumerate(values):
+        big.append(1_700_000_000_000 + i, b"k%d" % i, value, [("h", b"%d" % i)])
+    payload = bytes(big.build())
+    limit = len(payload) // 4
+    pieces = split_records(big, payload, limit, lambda n: _builder(n, codec))
+    assert len(pieces) >= 4
+    assert pieces[0][0] == 0 and [f for f, _ in pieces] == sorted({f for f, _ in pieces})
+    got = []
+    for first, builder in pieces:
+        built = builder.build()
+        # compressed, the limit is a guess from the old batch's ratio (a piece still
+        # too large is refused and split again)
+        assert len(built) <= limit or codec != compression.NONE
+        recs = next(read_batches(bytes(built))).records()
+        assert len(got) == first
+        got += [(r.timestamp, r.key, r.value, r.headers) for r in recs]
+    assert got == [
+        (1_700_000_000_000 + i, b"k%d" % i, v, (("h", b"%d" % i),)) for i, v in enumerate(values)
+    ]
+
+
+async def test_split_records_always_makes_progress() -> None:
+    big = _builder(1 << 30)
+    for _ in range(3):
+        big.append(0, None, b"x" * 100, None)
+    payload = bytes(big.build())
+    # a limit above the batch's own size (a learned limit that is too high) still halves
+    pieces = split_records(big, payload, 10 * len(payload), _builder)
+    assert [b.record_count for _, b in pieces] == [1, 2]
+    one = _builder(1 << 30)
+    one.append(0, None, b"x", None)
+    with pytest.raises(ValueError):
+        split_records(one, bytes(one.build()), 10, _builder)
+
+
+def _sent_one(rig: Rig) -> ProducerBatch:
+    ((_, (batch,)),) = rig.drain(capacity=1).requests
+    return batch
+
+
+async def test_split_takes_the_batch_place_sequences_memory_and_deadline() -> None:
+    rig = Rig(batch_size=100_000)
+    rig.acc.set_identity(ProducerIdentity(7, 2))
+    rig.known()
+    handles = [rig.send(value=b"%04d" % i + b"v" * 996) for i in range(60)]
+    big = _sent_one(rig)
+    after = [rig.send(value=b"later") for _ in range(3)]
+    queue = rig.acc.queue("t", 0)
+    used = rig.acc.used
+    assert big.sequence == 0 and queue.next_sequence == 60
+    count = rig.acc.split(big)
+    assert count >= 2 and queue.in_flight == 0 and big not in rig.acc.incomplete
+    assert rig.acc.used == used  # the pieces hold the batch's memory, nothing freed
+    pieces = list(queue.unresolved)
+    assert sum(p.charge for p in pieces) == big.charge
+    assert [p.record_count for p in pieces] and sum(p.record_count for p in pieces) == 60
+    seqs = [p.sequence for p in pieces]
+    assert seqs[0] == 0 and all(
+        seqs[i + 1] == seqs[i] + pieces[i].record_count for i in range(len(seqs) - 1)
+    )
+    assert all(p.deadline == big.deadline and p.order == big.order for p in pieces)
+    assert list(queue.batches)[: len(pieces)] == pieces  # in front of the later batch
+    # the pieces go one at a time, in order, each stamped with the old id and epoch
+    sent: list[bytes | None] = []
+    for piece in pieces:
+        got = _sent_one(rig)
+        assert got is piece
+        batch = next(read_batches(bytes(got.payload or b"")))
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (
+            7, 2, piece.sequence,
+        )
+        sent += records(got)
+        rig.acc.complete(got, BatchResult(1000 + piece.sequence, -1, 0))
+    assert sent == [b"%04d" % i + b"v" * 996 for i in range(60)]
+    assert big.future.done() and not handles[0].exception()
+    assert [h.result().offset for h in handles] == list(range(1000, 1060))
+    assert _sent_one(rig).sequence == 60 and not any(h.done() for h in after)
+
+
+async def test_a_piece_too_large_alone_fails_alone_and_nested_splits_resolve() -> None:
+    rig = Rig(batch_size=100_000, enable_idempotence=False, acks=1)
+    values = [b"a" * 1000] * 10 + [b"B" * 30_000] + [b"c" * 1000] * 10
+    handles = [rig.send(value=v) for v in values]
+    outcomes: list[tuple[object, object]] = []
+    for h in handles:
+        h.add_done_callback(lambda h: outcomes.append((h.exception(), h)))
+    reported: list[tuple[Any, Any]] = []
+    for h in (handles[0], handles[10], handles[20]):
+        h.add_done_callback(OnDelivery(lambda e, m: reported.append((e, m))))
+    big = _sent_one(rig)
+    rig.acc.split(big)
+    offset = 0
+    written: list[bytes | None] = []
+    while rig.acc.incomplete:
+        piece = _sent_one(rig)
+        if len(piece.payload or b"") > 4_000:  # the "broker" refuses over 4 kB
+            if piece.record_count > 1:
+                rig.acc.split(piece)
+            else:
+                rig.acc.fail(piece, MessageTooLargeError("t[0]: too large"))
+            continue
+        written += records(piece)
+        rig.acc.complete(piece, BatchResult(offset, -1, 0))
+        offset += piece.record_count
+    # a piece split again goes before its later siblings: the order is kept
+    assert written == values[:10] + values[11:]
+    # the split batch is resolved as its last piece is, nested pieces included (no
+    # loop pass between: stop() and flush() see every record's fate at once)
+    assert isinstance(big.future.exception(), MessageTooLargeError)
+    errors = [type(h.exception()) for h in handles]
+    assert errors == [type(None)] * 10 + [MessageTooLargeError] + [type(None)] * 10
+    assert [handles[i].result().offset for i in (0, 9, 11, 20)] == [0, 9, 10, 19]
+    with pytest.raises(MessageTooLargeError):
+        handles[10].result()
+    await asyncio.sleep(0)  # record callbacks run on the loop, once the batch is done
+    assert len(outcomes) == 21  # every record's callback ran once
+    assert [(type(e).__name__, m and m.offset) for e, m in reported] == [
+        ("NoneType", 0), ("MessageTooLargeError", None), ("NoneType", 19)
+    ]
+    # waiting for the delivered ones only does not raise; with the failed one it does
+    await wait_delivered(handles[:10] + handles[11:])
+    with pytest.raises(MessageTooLargeError):
+        await wait_delivered(handles)
+    assert rig.acc.used == 0
+
+
+async def test_a_refused_last_batch_gives_its_sequence_back_without_a_reset() -> None:
+    rig = Rig()
+    rig.acc.set_identity(ProducerIdentity(1, 0))
+    rig.send()
+    batch = _sent_one(rig)
+    queue = rig.acc.queue("t", 0)
+    rig.acc.fail_refused(batch, MessageTooLargeError("refused"))
+    assert not queue.needs_reset and queue.next_sequence == 0 and not queue.unresolved
+    rig.send()
+    assert _sent_one(rig).sequence == 0  # no gap: the same epoch goes on
+    # refused after a retry (an earlier attempt may have been written) or with a later
+    # batch numbered: the partition is reset as for any failure
+    again = rig.acc.queue("t", 0).unresolved[0]
+    rig.acc.retry(again, KafkaConnectionError("x"), rig.loop.time())
+    assert _sent_one(rig) is again and again.attempts == 2
+    rig.acc.fail_refused(again, MessageTooLargeError("refused"))
+    assert queue.needs_reset
+
+
+async def test_pieces_that_expire_fail_their_records_and_free_the_memory() -> None:
+    rig = Rig(
+        batch_size=100_000,
+        enable_idempotence=False,
+        acks=1,
+        delivery_timeout_ms=1000,
+        request_timeout_ms=500,
+    )
+    handles = [rig.send(value=b"x" * 1000) for _ in range(40)]
+    ((_, (big,)),) = rig.drain(after=0.1, capacity=1).requests
+    rig.acc.split(big)
+    ((_, (first,)),) = rig.drain(after=0.1, capacity=1).requests  # one piece out
+    plan = rig.drain(after=5.0)  # past the deadline: the queued pieces expire
+    assert plan.requests == []
+    assert not big.future.done()  # the piece in flight is still out
+    rig.acc.complete(first, BatchResult(0, -1, 0))
+    assert isinstance(big.future.exception(), KafkaTimeoutError)
+    assert handles[0].result().offset == 0
+    assert isinstance(handles[-1].exception(), KafkaTimeoutError)
+    assert rig.acc.used == 0 and not rig.acc.incomplete
+
+
+async def test_after_a_refusal_later_batches_are_cut_before_they_go() -> None:
+    rig = Rig(batch_size=100_000)
+    rig.acc.set_identity(ProducerIdentity(7, 0))
+    rig.known()
+    values = [b"%04d" % i + b"v" * 996 for i in range(180)]
+    handles = [rig.send(value=v) for v in values]
+    first = _sent_one(rig)
+    rig.acc.split(first)  # refused: the partition learns a limit of half its size
+    queue = rig.acc.queue("t", 0)
+    limit = queue.split_limit
+    assert 0 < limit < 100_000
+    sent: list[ProducerBatch] = []
+    written: list[bytes | None] = []
+    rounds = 0
+    while rig.acc.incomplete:
+        plan = rig.drain()
+        out = [b for _, bs in plan.requests for b in bs]
+        assert out, "nothing drained"
+        rounds += 1
+        for batch in out:
+            assert len(batch.payload or b"") <= limit  # never sent over the limit again
+            sent.append(batch)
+            written += records(batch)
+        for batch in out:
+            rig.acc.complete(batch, BatchResult(batch.sequence, -1, 0))
+    assert written == values
+    seqs = [b.sequence for b in sent]
+    assert seqs == sorted(seqs) and seqs[0] == 0
+    # the pieces cut before sending went several to a drain, like new batches
+    assert rounds < len(sent)
+    assert [h.result().offset for h in handles] == list(range(180))

@@ -20,6 +20,8 @@ def batch(loop: asyncio.AbstractEventLoop, in_s: float) -> Any:
         deadline=loop.time() + in_s,
         record_count=1,
         topic="t",
+        split=None,
+        parent=None,
         partition=0,
     )
 

@@ -51,13 +51,22 @@ def test_every_call_in_every_state_is_allowed_or_says_why(state: Txn, call: str)
     if state in ALLOWED[call]:
         s.check(call)
         return
-    expected = (IllegalStateError, ProducerFencedError, TopicAuthorizationFailedError)
+    expected = (
+        IllegalStateError,
+        ProducerFencedError,
+        TopicAuthorizationFailedError,
+        TransactionAbortableError,
+    )
     with pytest.raises(expected) as info:
         s.check(call)
     if state is Txn.FATAL_ERROR:
         assert info.value is fatal  # the same fatal error, every time
     elif state is Txn.ABORTABLE_ERROR and call == "commit_transaction":
         assert info.value is abortable  # what made the transaction fail
+    elif state is Txn.ABORTABLE_ERROR and call == "send":
+        # typed, with its cause: the application knows to abort
+        assert isinstance(info.value, TransactionAbortableError)
+        assert info.value.__cause__ is abortable and "abort_transaction()" in str(info.value)
     else:
         assert isinstance(info.value, IllegalStateError)
         assert call in str(info.value)
