@@ -10,7 +10,7 @@ import pytest
 
 from aiokproto.admin import Admin, NewTopic
 from aiokproto.consumer import Consumer
-from aiokproto.errors import KafkaAuthenticationError
+from aiokproto.errors import KafkaAuthenticationError, KafkaConnectionError
 from aiokproto.producer import Producer
 from aiokproto.protocol.messages import API_NAMES, request_class
 from aiokproto.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
@@ -151,6 +151,37 @@ async def test_every_api_used_goes_out_at_the_newest_stable_version(
         if versions != {want}:
             wrong[API_NAMES[key]] = (sorted(versions), want)
     assert not wrong, wrong
+
+
+async def test_an_array_over_the_brokers_cap_fails_here_not_on_the_socket(
+    kafka: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka 4.4 closes the connection on an array of more than 1,000,000 elements:
+    the client refuses to encode one (ValueError) and the connection stays usable; with
+    the client's check lifted, the 4.4.0 broker drops the connection, which is why it
+    is there. About 1 s (two 4 MB requests)."""
+    from aiokproto.protocol import primitives
+    from aiokproto.protocol.messages import offset_fetch as of
+
+    def too_big() -> of.OffsetFetchRequest:
+        topic = of.OffsetFetchRequestTopics(
+            name="t", partition_indexes=list(range(1_000_001))
+        )
+        return of.OffsetFetchRequest(
+            groups=[of.OffsetFetchRequestGroup(group_id="g", topics=[topic])]
+        )
+
+    async with client_for(kafka.bootstrap_servers) as client:
+        node = next(iter(client.metadata.snapshot.brokers))
+        conn = await client.connection(node)
+        with pytest.raises(ValueError, match="more than 1,000,000 elements; split"):
+            await conn.send(too_big(), 8)  # v8: names, not ids (any topic will do)
+        assert (await conn.send(MetadataRequest(topics=[]))).brokers
+        if kafka.version.startswith("3.") or kafka.version == "4.3.1":
+            return  # older brokers have no such cap
+        monkeypatch.setattr(primitives, "MAX_ARRAY_ELEMENTS", 2_000_000)
+        with pytest.raises(KafkaConnectionError):
+            await conn.send(too_big(), 8)
 
 
 async def test_metadata_decodes_on_each_version(kafka_any: Any, topic_name: str) -> None:

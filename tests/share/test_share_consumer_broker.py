@@ -1,4 +1,4 @@
-"""ShareConsumer against the real 4.3.1 broker (share groups, KIP-932)."""
+"""ShareConsumer against the real 4.4.0 broker (share groups, KIP-932)."""
 
 from __future__ import annotations
 
