@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -40,6 +41,7 @@ from aiokproto.errors import (
     StaleMemberEpochError,
     TransactionAbortedError,
     UnknownMemberIdError,
+    UnknownTopicIdError,
     for_code,
 )
 from aiokproto.producer.accumulator import Accumulator
@@ -79,6 +81,7 @@ _TXN_OFFSET_COMMIT_NAMES_MAX = 5
 #: AddPartitionsToTxn soon rather than after the full back-off (as Java does)
 _ADD_PARTITIONS_RETRY_S = 0.02
 _CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.errno
+_UNKNOWN_TOPIC_ID = UnknownTopicIdError.errno
 _FAST_RETRIES = 10
 # v6 answers GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where older versions answered
 # ILLEGAL_GENERATION: all mean the group moved past this member (Java: CommitFailed)
@@ -432,16 +435,28 @@ class TransactionManager:
             ]
             if any(c in _MEMBER_ERRORS for c in errors):
                 return next(c for c in errors if c in _MEMBER_ERRORS)
+            if _UNKNOWN_TOPIC_ID in errors:
+                # v6: the topic was re-created under its name; the retry takes its new id
+                self._client.metadata.request_refresh()
             return errors[0] if errors else 0
+
+        def topic_ids() -> dict[str, uuid.UUID]:
+            snap = self._client.metadata.snapshot
+            return {t: snap.topics[t].topic_id if t in snap.topics else ZERO_UUID for t in by_topic}
 
         # v6 (KIP-1319) needs every topic's id: the ids this producer's metadata knows
         # (the topics it writes to); any unknown one keeps the request at v5, by name,
-        # as Java does. A topic deleted and re-created under the same name meanwhile
-        # gets UNKNOWN_TOPIC_ID at v6, where v5 would commit to the new topic.
-        snap = self._client.metadata.snapshot
-        ids = {t: snap.topics[t].topic_id if t in snap.topics else ZERO_UUID for t in by_topic}
-        by_id = all(i != ZERO_UUID for i in ids.values())
+        # as Java does.
+        by_id = all(i != ZERO_UUID for i in topic_ids().values())
         cap = None if by_id else _TXN_OFFSET_COMMIT_NAMES_MAX
+
+        def topics() -> list[TxnOffsetCommitRequestTopic]:
+            ids = topic_ids()
+            return [
+                TxnOffsetCommitRequestTopic(name=t, topic_id=ids[t], partitions=ps)
+                for t, ps in by_topic.items()
+            ]
+
         try:
             await self._call(
                 "TxnOffsetCommit",
@@ -453,10 +468,7 @@ class TransactionManager:
                     generation_id_or_member_epoch=group.generation_id,
                     member_id=group.member_id,
                     group_instance_id=group.group_instance_id,
-                    topics=[
-                        TxnOffsetCommitRequestTopic(name=t, topic_id=ids[t], partitions=ps)
-                        for t, ps in by_topic.items()
-                    ],
+                    topics=topics(),
                 ),
                 codes,
                 deadline,

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from aiokproto.admin import Admin, NewTopic
 from aiokproto.consumer import Consumer
 from aiokproto.errors import (
     CommitFailedError,
@@ -19,6 +20,7 @@ from aiokproto.errors import (
     KafkaError,
     ProducerFencedError,
     StaleMemberEpochError,
+    TopicAlreadyExistsError,
     TransactionAbortedError,
 )
 from aiokproto.producer import Producer
@@ -330,6 +332,40 @@ async def test_offsets_by_topic_id_for_a_consumer_protocol_member(
             await producer.send(topic_name, b"echo")
             await producer.send_offsets_to_transaction({tp: 3}, member)
         assert await consumer.committed(tp) == 3
+
+
+async def test_offsets_for_a_re_created_topic_go_to_its_new_id(
+    kafka: Any, topic_name: str
+) -> None:
+    """TxnOffsetCommit v6 with an id the topic no longer has (deleted and created again
+    under its name since the producer last looked) gets UNKNOWN_TOPIC_ID: the producer
+    refreshes its metadata and the retry names the new topic."""
+    if kafka.version.startswith("3.") or kafka.version == "4.3.1":
+        pytest.skip("TxnOffsetCommit v6 needs Kafka 4.4")
+    source, sink = topic_name, f"{topic_name}-out"
+    await create_topic(kafka.bootstrap_servers, source)
+    await create_topic(kafka.bootstrap_servers, sink)
+    group = f"{topic_name}-g"
+    tp = TopicPartition(source, 0)
+    async with txn_producer(kafka) as producer:
+        async with producer.transaction():  # the producer learns both topics' ids
+            await producer.send(source, b"x")
+            await producer.send(sink, b"x")
+        async with Admin(bootstrap_servers=kafka.bootstrap_servers) as admin:
+            await admin.delete_topics([source])
+            async with asyncio.timeout(30):
+                while True:
+                    try:
+                        await admin.create_topics([NewTopic(source, 1, 1)])
+                        break
+                    except TopicAlreadyExistsError:  # the deletion is still going on
+                        await asyncio.sleep(0.2)
+        async with asyncio.timeout(30), producer.transaction():
+            await producer.send(sink, b"y")
+            await producer.send_offsets_to_transaction({tp: 5}, ConsumerGroupMetadata(group))
+        async with Admin(bootstrap_servers=kafka.bootstrap_servers) as admin:
+            committed = await admin.list_consumer_group_offsets(group)
+    assert committed[tp].offset == 5
 
 
 async def test_stop_aborts_an_open_transaction(kafka: Any, topic_name: str) -> None:
