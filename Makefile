@@ -140,7 +140,7 @@ KAFKA43_SLICE := tests/net/test_broker.py::test_every_api_used_goes_out_at_the_n
 # The whole suite on Kafka 4.4.0 (tests that take `kafka_any` also run on 3.9.1), then
 # the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,
 # then on Kafka 4.3.1 what the client does differently there (TxnOffsetCommit v5 by
-# name, DeleteGroups v2, ApiVersions v4: about 55 s), then a slice on uvloop.
+# name, DeleteGroups v2, ApiVersions v4: about a minute), then a slice on uvloop.
 test: venv native jars lint typecheck codegen-check file-map-check docs
 	$(call run_pytest,$(PYTEST_ARGS))
 	AIOKPROTO_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider --unit $(UNIT_TESTS) $(PYTEST_ARGS)
