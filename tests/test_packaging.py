@@ -105,6 +105,7 @@ def test_the_wheel_carries_only_what_runs(compiled_wheel: Path) -> None:
         "aiokproto/_accel.pyi",  # the compiled modules' types
         "aiokproto/spark/_arrow.pyi",
         # aiokproto.testing.jars resolves the broker's jars from these
+        "aiokproto/testing/poms/kafka-4.4.0/pom.xml",
         "aiokproto/testing/poms/kafka-4.3.1/pom.xml",
         "aiokproto/testing/poms/kafka-3.9.1/pom.xml",
         # aiokproto.testing.schema_registry builds the test registry from these

@@ -250,8 +250,13 @@ class GroupsMixin(AdminBase):
             _, response = await self._send(
                 node, DG.DeleteGroupsRequest, lambda v: DG.DeleteGroupsRequest(groups_names=groups)
             )
+            # v3+ (Kafka 4.4) says why in error_message; older answers leave it None
             return {
-                r.group_id: self._group_error(r.group_id, r.error_code) if r.error_code else None
+                r.group_id: (
+                    self._group_error(r.group_id, r.error_code, r.error_message)
+                    if r.error_code
+                    else None
+                )
                 for r in response.results
             }
 

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.coordinators import GROUP, TRANSACTION
+from aiokproto.cluster.snapshot import ZERO_UUID
 from aiokproto.config import ClientConfig
 from aiokproto.errors import (
     CommitFailedError,
     ConcurrentTransactionsError,
     FencedInstanceIdError,
+    GroupIdNotFoundError,
     IllegalGenerationError,
     IllegalStateError,
     InvalidTxnStateError,
@@ -35,8 +38,10 @@ from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
     OperationNotAttemptedError,
+    StaleMemberEpochError,
     TransactionAbortedError,
     UnknownMemberIdError,
+    UnknownTopicIdError,
     for_code,
 )
 from aiokproto.producer.accumulator import Accumulator
@@ -70,13 +75,24 @@ _ADD_PARTITIONS_MAX = 3
 #: EndTxn v5+ and TxnOffsetCommit v5+ are the transactions v2 forms
 _END_TXN_V1_MAX = 4
 _TXN_OFFSET_COMMIT_V1_MAX = 4
+#: TxnOffsetCommit v6+ names topics by id only (KIP-1319, Kafka 4.4)
+_TXN_OFFSET_COMMIT_NAMES_MAX = 5
 #: CONCURRENT_TRANSACTIONS right after a commit clears within milliseconds: retry
 #: AddPartitionsToTxn soon rather than after the full back-off (as Java does)
 _ADD_PARTITIONS_RETRY_S = 0.02
 _CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.errno
+_UNKNOWN_TOPIC_ID = UnknownTopicIdError.errno
 _FAST_RETRIES = 10
+# v6 answers GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where older versions answered
+# ILLEGAL_GENERATION: all mean the group moved past this member (Java: CommitFailed)
 _MEMBER_ERRORS = frozenset(
-    {UnknownMemberIdError.errno, IllegalGenerationError.errno, FencedInstanceIdError.errno}
+    {
+        UnknownMemberIdError.errno,
+        IllegalGenerationError.errno,
+        FencedInstanceIdError.errno,
+        GroupIdNotFoundError.errno,
+        StaleMemberEpochError.errno,
+    }
 )
 
 
@@ -423,7 +439,27 @@ class TransactionManager:
             ]
             if any(c in _MEMBER_ERRORS for c in errors):
                 return next(c for c in errors if c in _MEMBER_ERRORS)
+            if _UNKNOWN_TOPIC_ID in errors:
+                # v6: the topic was re-created under its name; the retry takes its new id
+                self._client.metadata.request_refresh()
             return errors[0] if errors else 0
+
+        def topic_ids() -> dict[str, uuid.UUID]:
+            snap = self._client.metadata.snapshot
+            return {t: snap.topics[t].topic_id if t in snap.topics else ZERO_UUID for t in by_topic}
+
+        # v6 (KIP-1319) needs every topic's id: the ids this producer's metadata knows
+        # (the topics it writes to); any unknown one keeps the request at v5, by name,
+        # as Java does.
+        by_id = all(i != ZERO_UUID for i in topic_ids().values())
+        cap = None if by_id else _TXN_OFFSET_COMMIT_NAMES_MAX
+
+        def topics() -> list[TxnOffsetCommitRequestTopic]:
+            ids = topic_ids()
+            return [
+                TxnOffsetCommitRequestTopic(name=t, topic_id=ids[t], partitions=ps)
+                for t, ps in by_topic.items()
+            ]
 
         try:
             await self._call(
@@ -433,18 +469,15 @@ class TransactionManager:
                     group_id=group.group_id,
                     producer_id=identity.producer_id,
                     producer_epoch=identity.epoch,
-                    generation_id=group.generation_id,
+                    generation_id_or_member_epoch=group.generation_id,
                     member_id=group.member_id,
                     group_instance_id=group.group_instance_id,
-                    topics=[
-                        TxnOffsetCommitRequestTopic(name=t, partitions=ps)
-                        for t, ps in by_topic.items()
-                    ],
+                    topics=topics(),
                 ),
                 codes,
                 deadline,
                 coordinator=(GROUP, group.group_id),
-                max_version=None if self.v2 else _TXN_OFFSET_COMMIT_V1_MAX,
+                max_version=cap if self.v2 else _TXN_OFFSET_COMMIT_V1_MAX,
             )
         except KafkaError as exc:
             if getattr(exc, "errno", None) in _MEMBER_ERRORS:

@@ -268,7 +268,21 @@ def read_array_len(buf: memoryview, pos: int, compact: bool) -> tuple[int, int]:
     return n, pos
 
 
+#: Kafka 4.4's message readers reject an array (or collection) of more elements before
+#: allocating it, and close the connection; a request that needs more must be split.
+MAX_ARRAY_ELEMENTS = 1_000_000
+
+
+def _check_count(n: int) -> None:
+    if n > MAX_ARRAY_ELEMENTS:
+        raise ValueError(
+            f"an array of {n:,} elements: Kafka brokers (4.4+) reject arrays of more than "
+            f"{MAX_ARRAY_ELEMENTS:,} elements; split the request"
+        )
+
+
 def write_array_len(out: bytearray, n: int, compact: bool) -> None:
+    _check_count(n)
     _write_len(out, n, compact, True)
 
 
@@ -322,6 +336,7 @@ def write_int_array(out: bytearray, v: Sequence[int], compact: bool, code: str) 
     if compact and n < 0x7F:
         out.append(n + 1)
     else:
+        _check_count(n)
         _write_len(out, n, compact, True)
     out += _array_struct(code, n).pack(*v)
 
@@ -356,7 +371,7 @@ def read_string_array(buf: memoryview, pos: int, compact: bool) -> tuple[list[st
 
 
 def write_string_array(out: bytearray, v: Sequence[str], compact: bool) -> None:
-    _write_len(out, len(v), compact, True)
+    write_array_len(out, len(v), compact)
     for s in v:
         write_string(out, s, compact)
 
@@ -390,7 +405,7 @@ def read_uuid_array(buf: memoryview, pos: int, compact: bool) -> tuple[list[UUID
 
 
 def write_uuid_array(out: bytearray, v: Sequence[UUID], compact: bool) -> None:
-    _write_len(out, len(v), compact, True)
+    write_array_len(out, len(v), compact)
     for u in v:
         out += u.bytes
 

@@ -56,7 +56,7 @@ _JVM_PROFILES = {"fast": FAST_START_JVM_OPTIONS, "throughput": THROUGHPUT_JVM_OP
 DEFAULT_PORT = 9092
 STOP_COMMAND = "python -m aiokproto.testing broker stop"
 _EXTRA_LISTENERS = (SASL_PLAINTEXT, SSL, SASL_SSL)
-#: what Maven fetches for one Kafka version into an empty cache (4.3.1: 62 MB, which
+#: what Maven fetches for one Kafka version into an empty cache (4.4.0: 62 MB, which
 #: with the libs dir's copy makes ~125 MB on disk)
 _DOWNLOAD_MB = 62
 

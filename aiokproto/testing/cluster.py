@@ -28,6 +28,10 @@ from aiokproto.testing.lifecycle import BlockingService
 from aiokproto.testing.node import FAST_START_JVM_OPTIONS, KafkaNode, find_java
 from aiokproto.testing.ports import free_ports
 
+#: share.version to format a node of each Kafka version with (1 where not listed): the
+#: release's own default (``kafka-storage version-mapping``)
+_SHARE_VERSION = {"4.4.0": 2}
+
 
 class LocalKafka(BlockingService):
     """Apache Kafka in KRaft mode, run from jars resolved from Maven Central.
@@ -284,8 +288,10 @@ class LocalKafka(BlockingService):
         args = list(scram_format_args(self.security))
         if not self.version.startswith("3."):
             # share groups (KIP-932) need share.version >= 1; a fresh 4.3 node has it,
-            # and saying so makes a node of a version that does not fail at format time
-            args += ["--feature", "share.version=1"]
+            # and saying so makes a node of a version that does not fail at format time.
+            # 4.4's default is 2 (adds the share-group dead-letter queue, KIP-1191).
+            level = _SHARE_VERSION.get(self.version, 1)
+            args += ["--feature", f"share.version={level}"]
         pending = [(n, n.start_format(self.cluster_id, args)) for n in self.nodes]
         for node, proc in pending:
             node.finish_format(proc)

@@ -21,6 +21,7 @@ IMAGE_ENV = "AIOKPROTO_KAFKA_IMAGE"
 # Confluent Platform images closest to each Apache Kafka version (testcontainers'
 # KafkaContainer knows how to configure these in KRaft mode).
 CONTAINER_IMAGES: Mapping[str, str] = {
+    "4.4.0": "confluentinc/cp-kafka:8.0.0",
     "4.3.1": "confluentinc/cp-kafka:8.0.0",
     "3.9.1": "confluentinc/cp-kafka:7.9.0",
 }

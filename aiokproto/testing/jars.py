@@ -17,8 +17,8 @@ from pathlib import Path
 
 from aiokproto.testing.errors import KafkaHarnessError
 
-DEFAULT_VERSION = "4.3.1"
-SUPPORTED_VERSIONS: tuple[str, ...] = ("4.3.1", "3.9.1")
+DEFAULT_VERSION = "4.4.0"
+SUPPORTED_VERSIONS: tuple[str, ...] = ("4.4.0", "4.3.1", "3.9.1")
 
 _MARKER = ".resolved.json"
 _RESOLVE_TIMEOUT_S = 900.0

@@ -4,11 +4,13 @@
 Fixtures (all brokers start lazily, on first use, and live for the session):
 
 * ``kafka``: single node of the selected version (``--kafka-version`` or
-  ``$AIOKPROTO_KAFKA_VERSION``, default 4.3.1), or ``$KAFKA_BOOTSTRAP_SERVERS``.
+  ``$AIOKPROTO_KAFKA_VERSION``, default 4.4.0), or ``$KAFKA_BOOTSTRAP_SERVERS``.
   Tests marked ``kafka39`` that use ``kafka`` run once per version.
 * ``kafka_secure``: the same local node, which also has SASL_PLAINTEXT, SSL and
   SASL_SSL listeners (skips when the broker is not local).
-* ``kafka39``: a single Kafka 3.9.1 node. ``kafka_any``: parametrized over all versions.
+* ``kafka39``: a single Kafka 3.9.1 node. ``kafka_any``: parametrized over the selected
+  version and 3.9.1, the newest and the oldest supported by default (``--kafka-version
+  4.3.1`` runs the one in between).
 * ``kafka_cluster``: a 3-node cluster (tests may stop/kill/restart nodes; stopped nodes
   are restarted before the next test).
 * ``topic_name``: a unique topic name per test.
@@ -44,7 +46,7 @@ from aiokproto.testing.discovery import (
     requested_version,
 )
 from aiokproto.testing.errors import KafkaHarnessError
-from aiokproto.testing.jars import SUPPORTED_VERSIONS
+from aiokproto.testing.jars import DEFAULT_VERSION, SUPPORTED_VERSIONS
 from aiokproto.testing.schema_registry import LocalSchemaRegistry, registry_possible
 
 _MARKERS = (
@@ -87,7 +89,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=SUPPORTED_VERSIONS,
         default=None,
         help="Apache Kafka version for the 'kafka' fixture "
-        "(default: $AIOKPROTO_KAFKA_VERSION or 4.3.1)",
+        f"(default: $AIOKPROTO_KAFKA_VERSION or {DEFAULT_VERSION})",
     )
     group.addoption(
         "--event-loop",
@@ -165,6 +167,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(
             "kafka", versions, indirect=True, ids=[f"kafka-{v}" for v in versions], scope="session"
         )
+    # kafka_any: the selected version and 3.9.1 (once when 3.9.1 is the one selected)
+    if "kafka_any" in metafunc.fixturenames:
+        versions = list(dict.fromkeys([_primary_version(metafunc.config), "3.9.1"]))
+        metafunc.parametrize(
+            "kafka_any",
+            versions,
+            indirect=True,
+            ids=[f"kafka-{v}" for v in versions],
+            scope="session",
+        )
 
 
 @pytest.fixture(scope="session")
@@ -192,7 +204,7 @@ def kafka39(kafka_pool: KafkaPool) -> KafkaService:
     return kafka_pool.get("3.9.1")
 
 
-@pytest.fixture(scope="session", params=SUPPORTED_VERSIONS, ids=lambda v: f"kafka-{v}")
+@pytest.fixture(scope="session")
 def kafka_any(request: pytest.FixtureRequest, kafka_pool: KafkaPool) -> KafkaService:
     return kafka_pool.get(str(request.param))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -158,6 +159,20 @@ async def test_describe_configs_of_topic_and_broker(
         await admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "x")])
 
 
+async def _configs_when(
+    admin: Admin, res: ConfigResource, done: Callable[[dict[str, Any]], bool], within: float = 10
+) -> dict[str, Any]:
+    """The resource's configs once ``done`` holds for them (the last ones after
+    ``within`` seconds, for the caller's asserts to explain)."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + within
+    while True:
+        configs = (await admin.describe_configs([res]))[res]
+        if done(configs) or loop.time() > give_up:
+            return configs
+        await asyncio.sleep(0.05)
+
+
 async def test_incremental_alter_configs(admin: Admin, topic: str) -> None:
     res = ConfigResource(ConfigResourceType.TOPIC, topic)
     changes = [
@@ -165,7 +180,9 @@ async def test_incremental_alter_configs(admin: Admin, topic: str) -> None:
         AlterConfigOp("cleanup.policy", "compact", AlterConfigOpType.APPEND),
     ]
     assert await admin.incremental_alter_configs({res: changes}) == {res: None}
-    configs = (await admin.describe_configs([res]))[res]
+    # Kafka 4.4 answers DescribeConfigs from the broker's metadata, which takes the
+    # change a moment after the controller acknowledged it: wait until it is there
+    configs = await _configs_when(admin, res, lambda c: c["retention.ms"].value == "60000")
     assert configs["retention.ms"].value == "60000"
     assert configs["cleanup.policy"].value == "delete,compact"
 
@@ -177,7 +194,9 @@ async def test_incremental_alter_configs(admin: Admin, topic: str) -> None:
             ]
         }
     )
-    configs = (await admin.describe_configs([res]))[res]
+    configs = await _configs_when(
+        admin, res, lambda c: c["retention.ms"].source is not ConfigSource.DYNAMIC_TOPIC_CONFIG
+    )
     # the topic's override is gone (the test broker sets its own retention.ms)
     assert configs["retention.ms"].source is not ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert configs["retention.ms"].value != "60000"

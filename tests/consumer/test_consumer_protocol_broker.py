@@ -1,5 +1,5 @@
 """The consumer group protocol (KIP-848, group_protocol="consumer") against the real
-4.3.1 broker: assignments computed by the broker, reconciled by the member (revoke
+4.4.0 broker: assignments computed by the broker, reconciled by the member (revoke
 first, then assign), commits carrying the member epoch.
 
 Not covered yet: regex subscriptions and static membership with this protocol."""

@@ -115,6 +115,8 @@ class Stats:
     accepted: int = 0
     resets: int = 0  # connections the proxy reset on purpose
     frames: Counter[tuple[Direction, int]] = field(default_factory=Counter)
+    # (api key, version) of every request header: what the client negotiated, as sent
+    requests: Counter[tuple[int, int]] = field(default_factory=Counter)
     swallowed: Counter[Direction] = field(default_factory=Counter)
 
     def count(self, direction: Direction, api_key: int) -> int:
@@ -221,6 +223,7 @@ class _Link:
                     header, _ = decode_request_header(memoryview(frame)[4:])
                     api_key = header.request_api_key
                     self.api_of[header.correlation_id] = (api_key, header.request_api_version)
+                    lst.stats.requests[(api_key, header.request_api_version)] += 1
                 else:
                     (corr,) = _SIZE.unpack_from(frame, 4)
                     api = self.api_of.pop(corr, None)

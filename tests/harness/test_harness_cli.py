@@ -18,6 +18,7 @@ import pytest
 from aiokproto.testing import PLAINTEXT_ONLY, cli, default_cache_dir, metadata, resolve_jars
 from aiokproto.testing.cli import DEFAULT_PORT, parse_listeners, port_free
 from aiokproto.testing.discovery import local_jars_possible
+from aiokproto.testing.jars import DEFAULT_VERSION
 from aiokproto.testing.processes import pid_alive
 
 
@@ -33,11 +34,12 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_broker_start_status_stop(tmp_path: Path) -> None:
-    if not local_jars_possible("4.3.1"):
+    if not local_jars_possible(DEFAULT_VERSION):
         pytest.skip("needs Java and Maven")
-    # Reuse the real jar cache; only the broker-run dir is private to this test.
-    real = resolve_jars("4.3.1").parent
-    (tmp_path / "kafka-4.3.1").symlink_to(real, target_is_directory=True)
+    # Reuse the real jar cache (the CLI's default version); only the broker-run dir
+    # is private to this test.
+    real = resolve_jars(DEFAULT_VERSION).parent
+    (tmp_path / f"kafka-{DEFAULT_VERSION}").symlink_to(real, target_is_directory=True)
     env = {**os.environ, "AIOKPROTO_CACHE_DIR": str(tmp_path)}
     assert default_cache_dir() != tmp_path
 
@@ -108,7 +110,8 @@ def _start_in(tmp_path: Path, *args: str) -> tuple[int, str]:
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code = cli.main(["broker", "start", *args])
-    assert not (tmp_path / "m2").exists() and not (tmp_path / "kafka-4.3.1").exists()
+    assert not (tmp_path / "m2").exists()
+    assert not (tmp_path / f"kafka-{DEFAULT_VERSION}").exists()
     return code, err.getvalue()
 
 

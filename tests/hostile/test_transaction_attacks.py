@@ -1,4 +1,4 @@
-"""Hostile use of the transactional Producer against real brokers (4.3.1 =
+"""Hostile use of the transactional Producer against real brokers (4.4.0 =
 transactions v2, 3.9.1 = v1): wrong types, wrong orders, races, timeouts. Each test
 asserts the correct behaviour: a clear typed error quickly, never a hang, never a
 record of an aborted transaction visible to a read_committed reader."""

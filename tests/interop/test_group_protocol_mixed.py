@@ -1,4 +1,4 @@
-"""KIP-848 groups shared with other clients, on the real 4.3.1 broker: aiokproto members
+"""KIP-848 groups shared with other clients, on the real 4.4.0 broker: aiokproto members
 with librdkafka (confluent-kafka) and Java KafkaConsumer members in one
 group_protocol="consumer" group, and a classic group upgraded member by member.
 
@@ -42,7 +42,7 @@ from aiokproto.consumer import CommitFailedError, Consumer, ConsumerRebalanceLis
 from aiokproto.errors import KafkaError
 from aiokproto.producer import Producer
 from aiokproto.structs import TopicPartition
-from aiokproto.testing.jars import classpath
+from aiokproto.testing.jars import DEFAULT_VERSION, classpath
 from tests.faults.conftest import fault_scale_from_env
 from tests.javac import compiled
 
@@ -55,7 +55,7 @@ ROUNDS = SCALE.pick(2, 6)  # leave-and-join rounds per kind of member (odd: join
 CHUNK = 100  # records per produce call, one partition at a time
 PAUSE_S = 0.04  # ~2,500 records/s: the members keep up, so churn meets live traffic
 JAVA_SOURCE = Path(__file__).parent / "java" / "MixedMember.java"
-KAFKA_VERSION = "4.3.1"
+KAFKA_VERSION = DEFAULT_VERSION  # the main broker version
 MEMBER_LIMIT_S = 240  # a thread or process member stops by itself after this
 
 

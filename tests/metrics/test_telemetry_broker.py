@@ -1,4 +1,4 @@
-"""KIP-714 metrics push against a real Kafka 4.3.1 broker.
+"""KIP-714 metrics push against a real Kafka broker of the default version (4.4.0).
 
 A broker answers the telemetry APIs only when one of its ``metric.reporters`` provides a
 telemetry exporter (``ClientTelemetryExporterProvider`` in Kafka 4.x), so this module
@@ -28,6 +28,7 @@ from aiokproto.records.compression import ZSTD
 from aiokproto.share import ShareConsumer
 from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
 from aiokproto.testing.discovery import local_jars_possible
+from aiokproto.testing.jars import DEFAULT_VERSION
 from tests.javac import compiled
 from tests.share.test_share_consumer_broker import setup
 
@@ -35,7 +36,7 @@ metrics_pb2 = pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
 
 pytestmark = pytest.mark.slow  # starts a dedicated broker (about 5 s)
 
-KAFKA_VERSION = "4.3.1"
+KAFKA_VERSION = DEFAULT_VERSION  # the main broker version
 JAVA_SOURCE = Path(__file__).parent / "java" / "TelemetryRecorder.java"
 SUBSCRIPTION = ConfigResource(ConfigResourceType.CLIENT_METRICS, "aiokproto-producers")
 PREFIX = "org.apache.kafka.producer."

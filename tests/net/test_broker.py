@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
 
-from aiokproto.errors import KafkaAuthenticationError
-from aiokproto.protocol.messages import request_class
+from aiokproto.admin import Admin, NewTopic
+from aiokproto.consumer import Consumer
+from aiokproto.errors import KafkaAuthenticationError, KafkaConnectionError
+from aiokproto.producer import Producer
+from aiokproto.protocol.messages import API_NAMES, request_class
 from aiokproto.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from aiokproto.testing import LocalKafka
+from aiokproto.structs import ConsumerGroupMetadata, TopicPartition
+from aiokproto.testing import LocalKafka, api_versions
 from tests.clients import client_for
+from tests.faults.proxy import FaultProxy
 
-# The APIs whose negotiated version must be the 4.3.1 broker's maximum (issue 4).
+# The APIs whose negotiated version must be the 4.x broker's maximum (issue 4).
 HOT_APIS = {
     0: "Produce",
     1: "Fetch",
@@ -64,6 +70,118 @@ async def test_negotiated_versions_are_the_brokers_maxima(kafka_any: Any) -> Non
             assert conn.version_for(cls) == min(broker_max, cls.MAX_STABLE_VERSION)
             if kafka_any.version.startswith("4."):
                 assert conn.version_for(cls) == broker_max, HOT_APIS[key]
+
+
+# Versions the client keeps below the broker's on purpose: AddPartitionsToTxn v4+ is
+# broker to broker; without transactions v2 (Kafka 3.9) EndTxn and TxnOffsetCommit stay
+# at their v1-protocol maxima (aiokproto/producer/transactions.py).
+_CLIENT_CAPS = {24: 3}
+_TV1_CAPS = {26: 4, 28: 4}
+
+
+async def test_every_api_used_goes_out_at_the_newest_stable_version(
+    kafka_any: Any, topic_name: str
+) -> None:
+    """Off the wire (request headers seen by a proxy): a producer's transaction with
+    offsets, classic and KIP-848 consumer groups and admin calls send every API at
+    the highest version both sides support; against a 4.x broker that is the broker's
+    own maximum, and against 4.4.0 also the newest version the 4.4.0 specs call stable.
+    """
+    host, port = kafka_any.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    broker = api_versions(host, int(port))
+    newest = kafka_any.version.startswith("4.")
+    fast: dict[str, Any] = {"retry_backoff_ms": 50, "default_api_timeout_ms": 20_000}
+    groups = [f"{topic_name}-classic"] + ([f"{topic_name}-848"] if newest else [])
+    async with FaultProxy(kafka_any.bootstrap_servers) as proxy:
+        boot = proxy.bootstrap_servers
+        async with Admin(bootstrap_servers=boot, **fast) as admin:
+            await admin.create_topics([NewTopic(topic_name, 1, 1)])
+        txn_id = f"tx-{uuid.uuid4().hex[:10]}"
+        async with Producer(bootstrap_servers=boot, transactional_id=txn_id, **fast) as producer:
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic_name, b"record")
+            # offsets of the topic it writes: its metadata knows the id (TxnOffsetCommit v6)
+            await producer.send_offsets_to_transaction(
+                {TopicPartition(topic_name, 0): 0}, ConsumerGroupMetadata(f"{topic_name}-txn")
+            )
+            await producer.commit_transaction()
+        for group in groups:
+            protocol = "consumer" if group.endswith("-848") else "classic"
+            async with Consumer(
+                topic_name,
+                bootstrap_servers=boot,
+                group_id=group,
+                group_protocol=protocol,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                isolation_level="read_committed",
+                **fast,
+            ) as consumer:
+                record = await asyncio.wait_for(consumer.getone(), 30)
+                assert record.value == b"record"
+                await consumer.commit()
+        async with Admin(bootstrap_servers=boot, **fast) as admin:
+            assert set(await admin.describe_consumer_groups(groups)) == set(groups)
+            await admin.delete_consumer_groups(groups)
+        sent: dict[int, set[int]] = {}
+        for listener in proxy.listeners:
+            for (key, version), _ in listener.stats.requests.items():
+                sent.setdefault(key, set()).add(version)
+    proxy.check()
+    # what this workload must have exercised (the APIs of every version it runs on)
+    must = {0, 1, 2, 3, 8, 9, 10, 11, 13, 14, 15, 18, 19, 22, 26, 28, 42}
+    assert must <= set(sent), sorted(API_NAMES[k] for k in must - set(sent))
+    if newest:
+        assert {68} <= set(sent)  # ConsumerGroupHeartbeat
+    wrong = {}
+    for key, versions in sent.items():
+        cls = request_class(key)
+        want = min(broker[key][1], cls.MAX_STABLE_VERSION, _CLIENT_CAPS.get(key, 99))
+        if not newest:
+            want = min(want, _TV1_CAPS.get(key, 99))
+        elif key not in _CLIENT_CAPS:
+            # a 4.x broker never advertises more than the 4.4.0 specs call stable
+            assert broker[key][1] <= cls.MAX_STABLE_VERSION, API_NAMES[key]
+            if kafka_any.version == "4.4.0":
+                assert broker[key][1] == cls.MAX_STABLE_VERSION, API_NAMES[key]
+        if key == 18 and want < cls.MAX_STABLE_VERSION:
+            # ApiVersions opens at the client's newest; an older broker answers
+            # UNSUPPORTED_VERSION with its range, and the client asks again at its max
+            versions = versions - {cls.MAX_STABLE_VERSION}
+        if versions != {want}:
+            wrong[API_NAMES[key]] = (sorted(versions), want)
+    assert not wrong, wrong
+
+
+async def test_an_array_over_the_brokers_cap_fails_here_not_on_the_socket(
+    kafka: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka 4.4 closes the connection on an array of more than 1,000,000 elements:
+    the client refuses to encode one (ValueError) and the connection stays usable; with
+    the client's check lifted, the 4.4.0 broker drops the connection, which is why it
+    is there. About 1 s (two 4 MB requests)."""
+    from aiokproto.protocol import primitives
+    from aiokproto.protocol.messages import offset_fetch as of
+
+    def too_big() -> of.OffsetFetchRequest:
+        topic = of.OffsetFetchRequestTopics(
+            name="t", partition_indexes=list(range(1_000_001))
+        )
+        return of.OffsetFetchRequest(
+            groups=[of.OffsetFetchRequestGroup(group_id="g", topics=[topic])]
+        )
+
+    async with client_for(kafka.bootstrap_servers) as client:
+        node = next(iter(client.metadata.snapshot.brokers))
+        conn = await client.connection(node)
+        with pytest.raises(ValueError, match="more than 1,000,000 elements; split"):
+            await conn.send(too_big(), 8)  # v8: names, not ids (any topic will do)
+        assert (await conn.send(MetadataRequest(topics=[]))).brokers
+        if kafka.version.startswith("3.") or kafka.version == "4.3.1":
+            return  # older brokers have no such cap
+        monkeypatch.setattr(primitives, "MAX_ARRAY_ELEMENTS", 2_000_000)
+        with pytest.raises(KafkaConnectionError):
+            await conn.send(too_big(), 8)
 
 
 async def test_metadata_decodes_on_each_version(kafka_any: Any, topic_name: str) -> None:

@@ -9,13 +9,18 @@ from typing import Any
 
 import pytest
 
+from aiokproto.admin import Admin, NewTopic
 from aiokproto.consumer import Consumer
 from aiokproto.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
     IllegalStateError,
     InvalidProducerEpochError,
     KafkaConfigError,
     KafkaError,
     ProducerFencedError,
+    StaleMemberEpochError,
+    TopicAlreadyExistsError,
     TransactionAbortedError,
 )
 from aiokproto.producer import Producer
@@ -280,6 +285,87 @@ async def test_consume_transform_produce_commits_offsets_with_the_output(
         assert await check.committed(TopicPartition(source, 1)) == 20
     out = await read(kafka, sink, 2, "read_committed", 40)
     assert sorted(out) == sorted(b"out-%d" % i for i in range(40))
+
+
+async def test_offsets_by_topic_id_for_a_consumer_protocol_member(
+    kafka: Any, topic_name: str
+) -> None:
+    """TxnOffsetCommit v6 (Kafka 4.4, KIP-1319) names topics by id and checks the
+    member epoch of a KIP-848 member: the offsets land when the epoch is the member's,
+    and a stale epoch (STALE_MEMBER_EPOCH at v6, ILLEGAL_GENERATION before) is a
+    CommitFailedError that leaves the transaction to abort, as in Java."""
+    if kafka.version.startswith("3."):
+        pytest.skip("KIP-848 groups and TxnOffsetCommit v6 need Kafka 4")
+    await create_topic(kafka.bootstrap_servers, topic_name)
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers) as plain:
+        for i in range(3):
+            await plain.send_and_wait(topic_name, b"in-%d" % i)
+    tp = TopicPartition(topic_name, 0)
+    group = f"{topic_name}-g"
+    async with (
+        Consumer(
+            topic_name,
+            bootstrap_servers=kafka.bootstrap_servers,
+            group_id=group,
+            group_protocol="consumer",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        ) as consumer,
+        txn_producer(kafka) as producer,
+    ):
+        got = await asyncio.wait_for(consumer.getmany(tp, timeout_ms=10_000), 30)
+        assert [r.offset for r in got[tp]] == [0, 1, 2]
+        member = consumer.group_metadata()
+        assert member.generation_id >= 1  # the member epoch
+        # writing to the topic makes its id known to the producer: v6 is used
+        await producer.begin_transaction()
+        await producer.send(topic_name, b"echo")
+        stale = ConsumerGroupMetadata(group, member.generation_id + 7, member.member_id)
+        with pytest.raises(CommitFailedError, match="no longer has this member") as failed:
+            await producer.send_offsets_to_transaction({tp: 1}, stale)
+        # v6 says which; v5 (Kafka 4.3, or a topic id the producer lacks) folds it
+        v6 = kafka.version != "4.3.1"
+        cause = StaleMemberEpochError if v6 else IllegalGenerationError
+        assert type(failed.value.__cause__) is cause
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await producer.send(topic_name, b"echo")
+            await producer.send_offsets_to_transaction({tp: 3}, member)
+        assert await consumer.committed(tp) == 3
+
+
+async def test_offsets_for_a_re_created_topic_go_to_its_new_id(
+    kafka: Any, topic_name: str
+) -> None:
+    """TxnOffsetCommit v6 with an id the topic no longer has (deleted and created again
+    under its name since the producer last looked) gets UNKNOWN_TOPIC_ID: the producer
+    refreshes its metadata and the retry names the new topic."""
+    if kafka.version.startswith("3.") or kafka.version == "4.3.1":
+        pytest.skip("TxnOffsetCommit v6 needs Kafka 4.4")
+    source, sink = topic_name, f"{topic_name}-out"
+    await create_topic(kafka.bootstrap_servers, source)
+    await create_topic(kafka.bootstrap_servers, sink)
+    group = f"{topic_name}-g"
+    tp = TopicPartition(source, 0)
+    async with txn_producer(kafka) as producer:
+        async with producer.transaction():  # the producer learns both topics' ids
+            await producer.send(source, b"x")
+            await producer.send(sink, b"x")
+        async with Admin(bootstrap_servers=kafka.bootstrap_servers) as admin:
+            await admin.delete_topics([source])
+            async with asyncio.timeout(30):
+                while True:
+                    try:
+                        await admin.create_topics([NewTopic(source, 1, 1)])
+                        break
+                    except TopicAlreadyExistsError:  # the deletion is still going on
+                        await asyncio.sleep(0.2)
+        async with asyncio.timeout(30), producer.transaction():
+            await producer.send(sink, b"y")
+            await producer.send_offsets_to_transaction({tp: 5}, ConsumerGroupMetadata(group))
+        async with Admin(bootstrap_servers=kafka.bootstrap_servers) as admin:
+            committed = await admin.list_consumer_group_offsets(group)
+    assert committed[tp].offset == 5
 
 
 async def test_stop_aborts_an_open_transaction(kafka: Any, topic_name: str) -> None:

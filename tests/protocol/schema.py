@@ -1,7 +1,7 @@
 """Test-side view of the specs: Hypothesis strategies and an independent reference encoder.
 
 Strategies are derived from the merged specs (what the generated classes cover). The
-reference encoder walks the *source* spec of a version (4.3.1 or 3.9.1, unmerged) at run
+reference encoder walks the *source* spec of a version (4.4.0 or 3.9.1, unmerged) at run
 time, so comparing its bytes with the generated ``encode`` checks the generated code and
 the merge against Kafka's specs, not against itself.
 """
@@ -45,7 +45,7 @@ def merged() -> list[MessageSpec]:
 @cache
 def sources() -> dict[str, dict[str, MessageSpec]]:
     return {
-        "4.3.1": load_dir(SPECS / "4.3.1", "4.3.1"),
+        "4.4.0": load_dir(SPECS / "4.4.0", "4.4.0"),
         "3.9.1": load_dir(SPECS / "3.9.1", "3.9.1"),
     }
 

@@ -1,4 +1,4 @@
-"""The 4.3.1 + 3.9.1 merge: every version lays out its fields as its source spec says."""
+"""The 4.4.0 + 3.9.1 merge: every version lays out its fields as its source spec says."""
 
 from __future__ import annotations
 
@@ -17,19 +17,19 @@ def test_merged_layout_equals_source(spec: Any, version: int) -> None:
 
 
 def test_newest_spec_owns_its_versions() -> None:
-    new = sources()["4.3.1"]
+    new = sources()["4.4.0"]
     for spec in merged():
         src = new.get(spec_key(spec))
         if src is None:
             continue
         for v in src.versions:
-            assert spec.source[v] == "4.3.1"
+            assert spec.source[v] == "4.4.0"
         for v in spec.versions - src.versions:
             assert spec.source[v] == "3.9.1"
 
 
 def test_union_of_versions() -> None:
-    old, new = sources()["3.9.1"], sources()["4.3.1"]
+    old, new = sources()["3.9.1"], sources()["4.4.0"]
     for spec in merged():
         key = spec_key(spec)
         want = (new[key].versions if key in new else frozenset()) | (
@@ -59,7 +59,7 @@ def test_renamed_api_keeps_new_name() -> None:
 
 
 def test_zk_era_apis_from_old_spec() -> None:
-    # 4.3.1 lists no versions of LeaderAndIsr (api key 4): the merge takes 3.9.1's, and
+    # 4.4.0 lists no versions of LeaderAndIsr (api key 4): the merge takes 3.9.1's, and
     # the newest spec's listeners (none: no client sends it, so it is not generated)
     (spec,) = [s for s in load_merged(SPECS) if s.kind == "request" and s.api_key == 4]
     assert min(spec.versions) == 0 and max(spec.versions) >= 7

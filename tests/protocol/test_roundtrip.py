@@ -3,7 +3,7 @@
 For a value built from the spec of that version:
 
 - ``encode`` gives the same bytes as the reference encoder walking the version's source
-  spec (Kafka 4.3.1 or 3.9.1, unmerged);
+  spec (Kafka 4.4.0 or 3.9.1, unmerged);
 - ``decode(encode(x)) == x`` (fields the version does not carry stay at their defaults on
   both sides) and re-encoding gives the same bytes.
 """

@@ -1,4 +1,4 @@
-"""ShareConsumer against the real 4.3.1 broker (share groups, KIP-932)."""
+"""ShareConsumer against the real 4.4.0 broker (share groups, KIP-932)."""
 
 from __future__ import annotations
 
@@ -184,3 +184,60 @@ async def test_async_for_and_the_commit_callback(kafka: Any, topic_name: str) ->
     acked = set().union(*(o.get(TopicPartition(topic_name, 0), set()) for o, _ in answered))
     assert acked == set(range(30))
     assert all(e is None for _, e in answered)
+
+
+async def test_rejected_and_exhausted_records_go_to_the_dead_letter_queue(
+    kafka: Any, topic_name: str
+) -> None:
+    """Kafka 4.4 (share.version 2, KIP-1191): the broker copies records a share
+    consumer rejects, and records that run out of deliveries, to the group's
+    dead-letter topic; the consumer's side is its usual reject and release."""
+    from aiokproto.admin import Admin, AlterConfigOp, ConfigResource, ConfigResourceType
+    from aiokproto.consumer import Consumer
+
+    async with Admin(bootstrap_servers=kafka.bootstrap_servers) as admin:
+        features = await admin.describe_features()
+    share_version = features.finalized_features.get("share.version")
+    if share_version is None or share_version.max_version_level < 2:
+        pytest.skip("the share-group dead-letter queue needs share.version 2 (Kafka 4.4)")
+    group = await setup(kafka, topic_name, 1, 4, delivery_limit=2)
+    dlq = f"dlq.{topic_name}"
+    await create_topic(
+        kafka.bootstrap_servers, dlq, configs={"errors.deadletterqueue.group.enable": "true"}
+    )
+    async with Admin(bootstrap_servers=kafka.bootstrap_servers) as admin:
+        await admin.incremental_alter_configs(
+            {
+                ConfigResource(ConfigResourceType.GROUP, group): [
+                    AlterConfigOp("errors.deadletterqueue.topic.name", dlq),
+                    AlterConfigOp("errors.deadletterqueue.copy.record.enable", "true"),
+                ]
+            }
+        )
+    # offset 0 rejected, 1 released until the limit (2 deliveries), 2-3 accepted
+    seen: list[tuple[int, int]] = []
+    async with (
+        asyncio.timeout(60),
+        share(kafka, group, topic_name, acknowledgement_mode="explicit") as c,
+    ):
+        while len(seen) < 5:
+            batch = await c.getmany(timeout_ms=300)
+            for r in (r for rs in batch.values() for r in rs):
+                seen.append((r.offset, r.delivery_count))
+                c.acknowledge(r, {0: "reject", 1: "release"}.get(r.offset, "accept"))
+        assert await c.commit() in ({}, {TopicPartition(topic_name, 0): None})
+    assert sorted(seen) == [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1)]
+    async with Consumer(
+        dlq, bootstrap_servers=kafka.bootstrap_servers, auto_offset_reset="earliest"
+    ) as reader:
+        got: list[Any] = []
+        async with asyncio.timeout(30):
+            while len(got) < 2:
+                batch = await reader.getmany(timeout_ms=500)
+                got += [r for rs in batch.values() for r in rs]
+    # the original records (copy.record.enable), and why each one is there
+    assert sorted(r.value for r in got) == [b"0-0", b"0-1"]
+    why = {dict(r.headers)["__dlq.errors.offset"]: dict(r.headers) for r in got}
+    assert why[b"0"]["__dlq.errors.message"] == b"Offset rejected by client."
+    assert why[b"1"]["__dlq.errors.delivery.count"] == b"2"
+    assert {h["__dlq.errors.group"] for h in why.values()} == {group.encode()}

@@ -1,4 +1,4 @@
-"""ShareConsumer used badly, against the real 4.3.1 broker: wrong arguments, foreign and
+"""ShareConsumer used badly, against the real 4.4.0 broker: wrong arguments, foreign and
 stale records, cancelled commits, concurrent stops, deleted topics, late members,
 failing deserializers, lock renewal."""
 

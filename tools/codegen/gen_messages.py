@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tools.codegen.spec import PRIMITIVES, FieldSpec, MessageSpec
+from tools.codegen.spec import NEWEST, PRIMITIVES, FieldSpec, MessageSpec
 
 FIXED = {
     "int8": "b",
@@ -39,7 +39,7 @@ Layout
     from these tables is one this client never sends.
 
 Versions
-    Each class covers every version of Kafka 4.3.1's spec plus the older versions only
+    Each class covers every version of Kafka 4.4.0's spec plus the older versions only
     Kafka 3.9.1 still describes (removed by KIP-896). ``MIN_VERSION``/``MAX_VERSION``,
     ``FLEXIBLE_MIN`` (first flexible version or None), ``MAX_STABLE_VERSION``, and
     ``API_KEY`` (+ ``RESPONSE`` on requests) are class constants.
@@ -659,7 +659,7 @@ class ModuleGen:
             doc += f", versions {min(spec.versions)}-{max(spec.versions)}"
             flex = min(spec.flexible) if spec.flexible else None
             doc += f", flexible from {flex}." if flex is not None else ", never flexible."
-            old = sorted(v for v, s in spec.source.items() if s != "4.3.1")
+            old = sorted(v for v, s in spec.source.items() if s != NEWEST)
             if old:
                 doc += f" Versions {ranges(frozenset(old))} come from Kafka 3.9.1's spec."
         else:

@@ -1,4 +1,4 @@
-"""Kafka's JSON message specs as a small object model, and the 4.3.1 + 3.9.1 merge.
+"""Kafka's JSON message specs as a small object model, and the 4.4.0 + 3.9.1 merge.
 
 Every version range in a spec ("0+", "3-7", "5", "none") is turned into an explicit
 ``frozenset`` of versions, clipped to the message's valid versions, so the merge and the
@@ -41,6 +41,12 @@ PRIMITIVES = frozenset(
         "records",
     }
 )
+
+# The two spec sets merged (``tools/codegen/specs/<version>``, each the
+# ``common/message/*.json`` of that release's kafka-clients jar, verbatim): the newest
+# release, and the last 3.x for the versions Kafka 4.0 removed (KIP-896).
+NEWEST = "4.4.0"
+OLDEST = "3.9.1"
 
 _COMMENT = re.compile(r"^\s*//.*$", re.M)
 
@@ -103,7 +109,7 @@ class MessageSpec:
     versions: frozenset[int]
     flexible: frozenset[int]
     fields: list[FieldSpec]
-    # which source spec ("4.3.1" / "3.9.1") describes each version
+    # which source spec (NEWEST / OLDEST) describes each version
     source: dict[int, str] = field(default_factory=dict)
     # first version marked unstable ("latestVersionUnstable"), if any
     unstable_from: int | None = None
@@ -329,9 +335,9 @@ def merge(new: MessageSpec | None, old: MessageSpec | None) -> MessageSpec:
 
 
 def load_merged(spec_root: Path) -> list[MessageSpec]:
-    """All messages of ``specs/4.3.1`` merged with ``specs/3.9.1``, sorted by name."""
-    new = load_dir(spec_root / "4.3.1", "4.3.1")
-    old = load_dir(spec_root / "3.9.1", "3.9.1")
+    """All messages of ``specs/<NEWEST>`` merged with ``specs/<OLDEST>``, sorted by name."""
+    new = load_dir(spec_root / NEWEST, NEWEST)
+    old = load_dir(spec_root / OLDEST, OLDEST)
     out = [merge(new.get(k), old.get(k)) for k in sorted(set(new) | set(old))]
     return sorted(
         out, key=lambda m: (m.api_key if m.api_key is not None else 10_000, m.kind, m.name)

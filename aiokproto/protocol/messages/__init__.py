@@ -12,7 +12,7 @@ Layout
     from these tables is one this client never sends.
 
 Versions
-    Each class covers every version of Kafka 4.3.1's spec plus the older versions only
+    Each class covers every version of Kafka 4.4.0's spec plus the older versions only
     Kafka 3.9.1 still describes (removed by KIP-896). ``MIN_VERSION``/``MAX_VERSION``,
     ``FLEXIBLE_MIN`` (first flexible version or None), ``MAX_STABLE_VERSION``, and
     ``API_KEY`` (+ ``RESPONSE`` on requests) are class constants.
@@ -252,6 +252,10 @@ if TYPE_CHECKING:
         StreamsGroupHeartbeatRequest,
         StreamsGroupHeartbeatResponse,
     )
+    from aiokproto.protocol.messages.streams_group_topology_description_update import (
+        StreamsGroupTopologyDescriptionUpdateRequest,
+        StreamsGroupTopologyDescriptionUpdateResponse,
+    )
     from aiokproto.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
     from aiokproto.protocol.messages.txn_offset_commit import (
         TxnOffsetCommitRequest,
@@ -260,6 +264,10 @@ if TYPE_CHECKING:
     from aiokproto.protocol.messages.unregister_broker import (
         UnregisterBrokerRequest,
         UnregisterBrokerResponse,
+    )
+    from aiokproto.protocol.messages.unregister_controller import (
+        UnregisterControllerRequest,
+        UnregisterControllerResponse,
     )
     from aiokproto.protocol.messages.update_features import (
         UpdateFeaturesRequest,
@@ -342,6 +350,8 @@ API_NAMES: dict[int, str] = {
     90: "DescribeShareGroupOffsets",
     91: "AlterShareGroupOffsets",
     92: "DeleteShareGroupOffsets",
+    93: "StreamsGroupTopologyDescriptionUpdate",
+    94: "UnregisterController",
 }
 
 #: (MIN_VERSION, MAX_VERSION) of each API.
@@ -360,7 +370,7 @@ VERSION_RANGES: dict[int, tuple[int, int]] = {
     15: (0, 6),
     16: (0, 5),
     17: (0, 1),
-    18: (0, 4),
+    18: (0, 5),
     19: (0, 7),
     20: (0, 6),
     21: (0, 2),
@@ -369,7 +379,7 @@ VERSION_RANGES: dict[int, tuple[int, int]] = {
     24: (0, 5),
     25: (0, 4),
     26: (0, 5),
-    28: (0, 5),
+    28: (0, 6),
     29: (0, 3),
     30: (0, 3),
     31: (0, 3),
@@ -383,7 +393,7 @@ VERSION_RANGES: dict[int, tuple[int, int]] = {
     39: (0, 2),
     40: (0, 2),
     41: (0, 3),
-    42: (0, 2),
+    42: (0, 3),
     43: (0, 2),
     44: (0, 1),
     45: (0, 1),
@@ -412,11 +422,13 @@ VERSION_RANGES: dict[int, tuple[int, int]] = {
     79: (0, 2),
     80: (0, 1),
     81: (0, 0),
-    88: (0, 0),
-    89: (0, 0),
+    88: (0, 1),
+    89: (0, 1),
     90: (0, 1),
     91: (0, 0),
     92: (0, 0),
+    93: (0, 0),
+    94: (0, 0),
 }
 
 #: First flexible version of each API's request (None: never flexible).
@@ -492,6 +504,8 @@ REQUEST_FLEXIBLE_MIN: dict[int, int | None] = {
     90: 0,
     91: 0,
     92: 0,
+    93: 0,
+    94: 0,
 }
 
 #: First flexible version of each API's response (None: never flexible).
@@ -567,6 +581,8 @@ RESPONSE_FLEXIBLE_MIN: dict[int, int | None] = {
     90: 0,
     91: 0,
     92: 0,
+    93: 0,
+    94: 0,
 }
 
 _REQUEST_NAMES: dict[int, str] = {
@@ -641,6 +657,8 @@ _REQUEST_NAMES: dict[int, str] = {
     90: "DescribeShareGroupOffsetsRequest",
     91: "AlterShareGroupOffsetsRequest",
     92: "DeleteShareGroupOffsetsRequest",
+    93: "StreamsGroupTopologyDescriptionUpdateRequest",
+    94: "UnregisterControllerRequest",
 }
 
 _RESPONSE_NAMES: dict[int, str] = {
@@ -715,6 +733,8 @@ _RESPONSE_NAMES: dict[int, str] = {
     90: "DescribeShareGroupOffsetsResponse",
     91: "AlterShareGroupOffsetsResponse",
     92: "DeleteShareGroupOffsetsResponse",
+    93: "StreamsGroupTopologyDescriptionUpdateResponse",
+    94: "UnregisterControllerResponse",
 }
 
 _MODULES: dict[str, str] = {
@@ -856,12 +876,16 @@ _MODULES: dict[str, str] = {
     "StreamsGroupDescribeResponse": "streams_group_describe",
     "StreamsGroupHeartbeatRequest": "streams_group_heartbeat",
     "StreamsGroupHeartbeatResponse": "streams_group_heartbeat",
+    "StreamsGroupTopologyDescriptionUpdateRequest": "streams_group_topology_description_update",
+    "StreamsGroupTopologyDescriptionUpdateResponse": "streams_group_topology_description_update",
     "SyncGroupRequest": "sync_group",
     "SyncGroupResponse": "sync_group",
     "TxnOffsetCommitRequest": "txn_offset_commit",
     "TxnOffsetCommitResponse": "txn_offset_commit",
     "UnregisterBrokerRequest": "unregister_broker",
     "UnregisterBrokerResponse": "unregister_broker",
+    "UnregisterControllerRequest": "unregister_controller",
+    "UnregisterControllerResponse": "unregister_controller",
     "UpdateFeaturesRequest": "update_features",
     "UpdateFeaturesResponse": "update_features",
 }
@@ -1038,12 +1062,16 @@ __all__ = [
     "StreamsGroupDescribeResponse",
     "StreamsGroupHeartbeatRequest",
     "StreamsGroupHeartbeatResponse",
+    "StreamsGroupTopologyDescriptionUpdateRequest",
+    "StreamsGroupTopologyDescriptionUpdateResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
+    "UnregisterControllerRequest",
+    "UnregisterControllerResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "request_class",

@@ -10,10 +10,12 @@ from aiokproto.errors import KafkaProtocolError
 from aiokproto.protocol.base import Request, Response, Struct
 from aiokproto.protocol.primitives import (
     read_array_len,
+    read_nullable_string,
     read_string,
     read_tag_count,
     read_tag_header,
     write_array_len,
+    write_nullable_string,
     write_string,
     write_tagged_fields,
 )
@@ -28,13 +30,13 @@ _F_q = struct.Struct(">q")
 
 @dataclass(slots=True, kw_only=True)
 class ApiVersionsResponseApiVersion(Struct):
-    """The APIs supported by the broker. (versions 0-4)"""
+    """The APIs supported by the broker. (versions 0-5)"""
 
-    #: The API index. (v0-4)
+    #: The API index. (v0-5)
     api_key: int = 0
-    #: The minimum supported version, inclusive. (v0-4)
+    #: The minimum supported version, inclusive. (v0-5)
     min_version: int = 0
-    #: The maximum supported version, inclusive. (v0-4)
+    #: The maximum supported version, inclusive. (v0-5)
     max_version: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -78,13 +80,13 @@ class ApiVersionsResponseApiVersion(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class ApiVersionsResponseSupportedFeatureKey(Struct):
-    """Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted. (versions 3-4)"""
+    """Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted. (versions 3-5)"""
 
-    #: The name of the feature. (v3-4)
+    #: The name of the feature. (v3-5)
     name: str = ""
-    #: The minimum supported version for the feature. (v3-4)
+    #: The minimum supported version for the feature. (v3-5)
     min_version: int = 0
-    #: The maximum supported version for the feature. (v3-4)
+    #: The maximum supported version for the feature. (v3-5)
     max_version: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -126,13 +128,13 @@ class ApiVersionsResponseSupportedFeatureKey(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class ApiVersionsResponseFinalizedFeatureKey(Struct):
-    """List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0. (versions 3-4)"""
+    """List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0. (versions 3-5)"""
 
-    #: The name of the feature. (v3-4)
+    #: The name of the feature. (v3-5)
     name: str = ""
-    #: The cluster-wide finalized max version level for the feature. (v3-4)
+    #: The cluster-wide finalized max version level for the feature. (v3-5)
     max_version_level: int = 0
-    #: The cluster-wide finalized min version level for the feature. (v3-4)
+    #: The cluster-wide finalized min version level for the feature. (v3-5)
     min_version_level: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -174,29 +176,29 @@ class ApiVersionsResponseFinalizedFeatureKey(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class ApiVersionsResponse(Response):
-    """Kafka's ``ApiVersionsResponse`` (API key 18), versions 0-4, flexible from 3."""
+    """Kafka's ``ApiVersionsResponse`` (API key 18), versions 0-5, flexible from 3."""
 
     NAME: ClassVar[str] = "ApiVersionsResponse"
     API_KEY: ClassVar[int] = 18
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
-    MAX_STABLE_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
+    MAX_STABLE_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN: ClassVar[int | None] = 3
     CLIENT_THROTTLE_FROM: ClassVar[int | None] = 2
 
-    #: The top-level error code. (v0-4)
+    #: The top-level error code. (v0-5)
     error_code: int = 0
-    #: The APIs supported by the broker. (v0-4)
+    #: The APIs supported by the broker. (v0-5)
     api_keys: list[ApiVersionsResponseApiVersion] = field(default_factory=list)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v1-4; ignorable)
+    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v1-5; ignorable)
     throttle_time_ms: int = 0
-    #: Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted. (v3-4; tag 0; ignorable)
+    #: Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted. (v3-5; tag 0; ignorable)
     supported_features: list[ApiVersionsResponseSupportedFeatureKey] = field(default_factory=list)
-    #: The monotonically increasing epoch for the finalized features information. Valid values are >= 0. A value of -1 is special and represents unknown epoch. (v3-4; tag 1; ignorable)
+    #: The monotonically increasing epoch for the finalized features information. Valid values are >= 0. A value of -1 is special and represents unknown epoch. (v3-5; tag 1; ignorable)
     finalized_features_epoch: int = -1
-    #: List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0. (v3-4; tag 2; ignorable)
+    #: List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0. (v3-5; tag 2; ignorable)
     finalized_features: list[ApiVersionsResponseFinalizedFeatureKey] = field(default_factory=list)
-    #: Set by a KRaft controller if the required configurations for ZK migration are present. (v3-4; tag 3; ignorable)
+    #: Set by a KRaft controller if the required configurations for ZK migration are present. (v3-5; tag 3; ignorable)
     zk_migration_ready: bool = False
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -334,20 +336,24 @@ class ApiVersionsResponse(Response):
 
 @dataclass(slots=True, kw_only=True)
 class ApiVersionsRequest(Request):
-    """Kafka's ``ApiVersionsRequest`` (API key 18), versions 0-4, flexible from 3."""
+    """Kafka's ``ApiVersionsRequest`` (API key 18), versions 0-5, flexible from 3."""
 
     NAME: ClassVar[str] = "ApiVersionsRequest"
     API_KEY: ClassVar[int] = 18
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
-    MAX_STABLE_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
+    MAX_STABLE_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN: ClassVar[int | None] = 3
     RESPONSE: ClassVar[type[ApiVersionsResponse]] = ApiVersionsResponse
 
-    #: The name of the client. (v3-4; ignorable)
+    #: The name of the client. (v3-5; ignorable)
     client_software_name: str = ""
-    #: The version of the client. (v3-4; ignorable)
+    #: The version of the client. (v3-5; ignorable)
     client_software_version: str = ""
+    #: The cluster ID the client intends to connect to. Provide both ClusterId and NodeId, if known. (v5; nullable v5; ignorable)
+    cluster_id: str | None = None
+    #: The node ID the client intends to connect to. Provide both ClusterId and NodeId, if known. (v5; ignorable)
+    node_id: int = -1
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
 
@@ -357,6 +363,10 @@ class ApiVersionsRequest(Request):
             write_string(out, self.client_software_name, True)
         if version >= 3:
             write_string(out, self.client_software_version, True)
+        if version >= 5:
+            write_nullable_string(out, self.cluster_id, True)
+        if version >= 5:
+            out += _F_i.pack(self.node_id)
         if flex:
             if self.unknown_tagged_fields:
                 write_tagged_fields(out, [], self.unknown_tagged_fields)
@@ -368,6 +378,8 @@ class ApiVersionsRequest(Request):
         flex = version >= 3
         v_client_software_name: str
         v_client_software_version: str
+        v_cluster_id: str | None
+        v_node_id: int
         if version >= 3:
             v_client_software_name, pos = read_string(buf, pos, True)
         else:
@@ -376,6 +388,15 @@ class ApiVersionsRequest(Request):
             v_client_software_version, pos = read_string(buf, pos, True)
         else:
             v_client_software_version = ""
+        if version >= 5:
+            v_cluster_id, pos = read_nullable_string(buf, pos, True)
+        else:
+            v_cluster_id = None
+        if version >= 5:
+            (v_node_id,) = _F_i.unpack_from(buf, pos)
+            pos += _F_i.size
+        else:
+            v_node_id = -1
         unknown: list[tuple[int, bytes]] | None = None
         if flex:
             if buf[pos] == 0:
@@ -391,5 +412,7 @@ class ApiVersionsRequest(Request):
         return cls(
             client_software_name=v_client_software_name,
             client_software_version=v_client_software_version,
+            cluster_id=v_cluster_id,
+            node_id=v_node_id,
             unknown_tagged_fields=unknown,
         ), pos

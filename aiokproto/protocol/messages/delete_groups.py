@@ -10,11 +10,13 @@ from aiokproto.errors import KafkaProtocolError
 from aiokproto.protocol.base import Request, Response, Struct
 from aiokproto.protocol.primitives import (
     read_array_len,
+    read_nullable_string,
     read_string,
     read_string_array,
     read_tag_count,
     read_tag_header,
     write_array_len,
+    write_nullable_string,
     write_string,
     write_string_array,
     write_tagged_fields,
@@ -26,12 +28,14 @@ _F_i = struct.Struct(">i")
 
 @dataclass(slots=True, kw_only=True)
 class DeleteGroupsResponseDeletableGroupResult(Struct):
-    """The deletion results. (versions 0-2)"""
+    """The deletion results. (versions 0-3)"""
 
-    #: The group id. (v0-2)
+    #: The group id. (v0-3)
     group_id: str = ""
-    #: The deletion error, or 0 if the deletion succeeded. (v0-2)
+    #: The deletion error, or 0 if the deletion succeeded. (v0-3)
     error_code: int = 0
+    #: The error message, or null if there was no error. (v3; nullable v3; ignorable)
+    error_message: str | None = None
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
 
@@ -39,6 +43,8 @@ class DeleteGroupsResponseDeletableGroupResult(Struct):
         flex = version >= 2
         write_string(out, self.group_id, flex)
         out += _F_h.pack(self.error_code)
+        if version >= 3:
+            write_nullable_string(out, self.error_message, True)
         if flex:
             if self.unknown_tagged_fields:
                 write_tagged_fields(out, [], self.unknown_tagged_fields)
@@ -50,9 +56,14 @@ class DeleteGroupsResponseDeletableGroupResult(Struct):
         flex = version >= 2
         v_group_id: str
         v_error_code: int
+        v_error_message: str | None
         v_group_id, pos = read_string(buf, pos, flex)
         (v_error_code,) = _F_h.unpack_from(buf, pos)
         pos += _F_h.size
+        if version >= 3:
+            v_error_message, pos = read_nullable_string(buf, pos, True)
+        else:
+            v_error_message = None
         unknown: list[tuple[int, bytes]] | None = None
         if flex:
             if buf[pos] == 0:
@@ -65,24 +76,29 @@ class DeleteGroupsResponseDeletableGroupResult(Struct):
                         unknown = []
                     unknown.append((tag, bytes(buf[pos:end])))
                     pos = end
-        return cls(group_id=v_group_id, error_code=v_error_code, unknown_tagged_fields=unknown), pos
+        return cls(
+            group_id=v_group_id,
+            error_code=v_error_code,
+            error_message=v_error_message,
+            unknown_tagged_fields=unknown,
+        ), pos
 
 
 @dataclass(slots=True, kw_only=True)
 class DeleteGroupsResponse(Response):
-    """Kafka's ``DeleteGroupsResponse`` (API key 42), versions 0-2, flexible from 2."""
+    """Kafka's ``DeleteGroupsResponse`` (API key 42), versions 0-3, flexible from 2."""
 
     NAME: ClassVar[str] = "DeleteGroupsResponse"
     API_KEY: ClassVar[int] = 42
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 2
-    MAX_STABLE_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 3
+    MAX_STABLE_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN: ClassVar[int | None] = 2
     CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-2)
+    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-3)
     throttle_time_ms: int = 0
-    #: The deletion results. (v0-2)
+    #: The deletion results. (v0-3)
     results: list[DeleteGroupsResponseDeletableGroupResult] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -132,17 +148,17 @@ class DeleteGroupsResponse(Response):
 
 @dataclass(slots=True, kw_only=True)
 class DeleteGroupsRequest(Request):
-    """Kafka's ``DeleteGroupsRequest`` (API key 42), versions 0-2, flexible from 2."""
+    """Kafka's ``DeleteGroupsRequest`` (API key 42), versions 0-3, flexible from 2."""
 
     NAME: ClassVar[str] = "DeleteGroupsRequest"
     API_KEY: ClassVar[int] = 42
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 2
-    MAX_STABLE_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 3
+    MAX_STABLE_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN: ClassVar[int | None] = 2
     RESPONSE: ClassVar[type[DeleteGroupsResponse]] = DeleteGroupsResponse
 
-    #: The group names to delete. (v0-2)
+    #: The group names to delete. (v0-3)
     groups_names: list[str] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)

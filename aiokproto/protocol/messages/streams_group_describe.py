@@ -17,6 +17,7 @@ from aiokproto.protocol.primitives import (
     read_struct_marker,
     read_tag_count,
     read_tag_header,
+    unsupported_field_error,
     write_array_len,
     write_int_array,
     write_nullable_string,
@@ -26,6 +27,7 @@ from aiokproto.protocol.primitives import (
 )
 
 _F_H = struct.Struct(">H")
+_F_b = struct.Struct(">b")
 _F_h = struct.Struct(">h")
 _F_i = struct.Struct(">i")
 _F_ih = struct.Struct(">ih")
@@ -36,11 +38,11 @@ _F_o = struct.Struct(">?")
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseKeyValue(Struct):
-    """Topic-level configurations as key-value pairs. (versions 0)"""
+    """Topic-level configurations as key-value pairs. (versions 0-1)"""
 
-    #: key of the config (v0)
+    #: key of the config (v0-1)
     key: str = ""
-    #: value of the config (v0)
+    #: value of the config (v0-1)
     value: str = ""
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -75,15 +77,15 @@ class StreamsGroupDescribeResponseKeyValue(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseTopicInfo(Struct):
-    """The set of state changelog topics associated with this subtopology. Created automatically. (versions 0)"""
+    """The set of state changelog topics associated with this subtopology. Created automatically. (versions 0-1)"""
 
-    #: The name of the topic. (v0)
+    #: The name of the topic. (v0-1)
     name: str = ""
-    #: The number of partitions in the topic. Can be 0 if no specific number of partitions is enforced. Always 0 for changelog topics. (v0)
+    #: The number of partitions in the topic. Can be 0 if no specific number of partitions is enforced. Always 0 for changelog topics. (v0-1)
     partitions: int = 0
-    #: The replication factor of the topic. Can be 0 if the default replication factor should be used. (v0)
+    #: The replication factor of the topic. Can be 0 if the default replication factor should be used. (v0-1)
     replication_factor: int = 0
-    #: Topic-level configurations as key-value pairs. (v0)
+    #: Topic-level configurations as key-value pairs. (v0-1)
     topic_configs: list[StreamsGroupDescribeResponseKeyValue] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -137,19 +139,19 @@ class StreamsGroupDescribeResponseTopicInfo(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseSubtopology(Struct):
-    """The subtopologies of the streams application. This contains the configured subtopologies, where the number of partitions are set and any regular expressions are resolved to actual topics. Null if the group is uninitialized, source topics are missing or incorrectly partitioned. (versions 0)"""
+    """The subtopologies of the streams application. This contains the configured subtopologies, where the number of partitions are set and any regular expressions are resolved to actual topics. Null if the group is uninitialized, source topics are missing or incorrectly partitioned. (versions 0-1)"""
 
-    #: String to uniquely identify the subtopology. (v0)
+    #: String to uniquely identify the subtopology. (v0-1)
     subtopology_id: str = ""
-    #: The topics the subtopology reads from. (v0)
+    #: The topics the subtopology reads from. (v0-1)
     source_topics: list[str] = field(default_factory=list)
-    #: The repartition topics the subtopology writes to. (v0)
+    #: The repartition topics the subtopology writes to. (v0-1)
     repartition_sink_topics: list[str] = field(default_factory=list)
-    #: The set of state changelog topics associated with this subtopology. Created automatically. (v0)
+    #: The set of state changelog topics associated with this subtopology. Created automatically. (v0-1)
     state_changelog_topics: list[StreamsGroupDescribeResponseTopicInfo] = field(
         default_factory=list
     )
-    #: The set of source topics that are internally created repartition topics. Created automatically. (v0)
+    #: The set of source topics that are internally created repartition topics. Created automatically. (v0-1)
     repartition_source_topics: list[StreamsGroupDescribeResponseTopicInfo] = field(
         default_factory=list
     )
@@ -226,11 +228,11 @@ class StreamsGroupDescribeResponseSubtopology(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseTopology(Struct):
-    """The topology metadata currently initialized for the streams application. Can be null in case of a describe error. (versions 0)"""
+    """The topology metadata currently initialized for the streams application. Can be null in case of a describe error. (versions 0-1)"""
 
-    #: The epoch of the currently initialized topology for this group. (v0)
+    #: The epoch of the currently initialized topology for this group. (v0-1)
     epoch: int = 0
-    #: The subtopologies of the streams application. This contains the configured subtopologies, where the number of partitions are set and any regular expressions are resolved to actual topics. Null if the group is uninitialized, source topics are missing or incorrectly partitioned. (v0; nullable v0)
+    #: The subtopologies of the streams application. This contains the configured subtopologies, where the number of partitions are set and any regular expressions are resolved to actual topics. Null if the group is uninitialized, source topics are missing or incorrectly partitioned. (v0-1; nullable v0-1)
     subtopologies: list[StreamsGroupDescribeResponseSubtopology] | None = None
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -280,11 +282,11 @@ class StreamsGroupDescribeResponseTopology(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseEndpoint(Struct):
-    """User-defined endpoint for Interactive Queries. Null if not defined for this client. (versions 0)"""
+    """User-defined endpoint for Interactive Queries. Null if not defined for this client. (versions 0-1)"""
 
-    #: host of the endpoint (v0)
+    #: host of the endpoint (v0-1)
     host: str = ""
-    #: port of the endpoint (v0)
+    #: port of the endpoint (v0-1)
     port: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -320,13 +322,13 @@ class StreamsGroupDescribeResponseEndpoint(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseTaskOffset(Struct):
-    """Cumulative changelog offsets for tasks. (versions 0)"""
+    """Cumulative changelog offsets for tasks. (versions 0-1)"""
 
-    #: The subtopology identifier. (v0)
+    #: The subtopology identifier. (v0-1)
     subtopology_id: str = ""
-    #: The partition. (v0)
+    #: The partition. (v0-1)
     partition: int = 0
-    #: The offset. (v0)
+    #: The offset. (v0-1)
     offset: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -368,11 +370,11 @@ class StreamsGroupDescribeResponseTaskOffset(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseTaskIds(Struct):
-    """Active tasks for this client. (versions 0)"""
+    """Active tasks for this client. (versions 0-1)"""
 
-    #: The subtopology identifier. (v0)
+    #: The subtopology identifier. (v0-1)
     subtopology_id: str = ""
-    #: The partitions of the input topics processed by this member. (v0)
+    #: The partitions of the input topics processed by this member. (v0-1)
     partitions: list[int] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -409,13 +411,13 @@ class StreamsGroupDescribeResponseTaskIds(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseAssignment(Struct):
-    """The current assignment. (versions 0)"""
+    """The current assignment. (versions 0-1)"""
 
-    #: Active tasks for this client. (v0)
+    #: Active tasks for this client. (v0-1)
     active_tasks: list[StreamsGroupDescribeResponseTaskIds] = field(default_factory=list)
-    #: Standby tasks for this client. (v0)
+    #: Standby tasks for this client. (v0-1)
     standby_tasks: list[StreamsGroupDescribeResponseTaskIds] = field(default_factory=list)
-    #: Warm-up tasks for this client. (v0)
+    #: Warm-up tasks for this client. (v0-1)
     warmup_tasks: list[StreamsGroupDescribeResponseTaskIds] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -482,41 +484,41 @@ class StreamsGroupDescribeResponseAssignment(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponseMember(Struct):
-    """The members. (versions 0)"""
+    """The members. (versions 0-1)"""
 
-    #: The member ID. (v0)
+    #: The member ID. (v0-1)
     member_id: str = ""
-    #: The member epoch. (v0)
+    #: The member epoch. (v0-1)
     member_epoch: int = 0
-    #: The member instance ID for static membership. (v0; nullable v0)
+    #: The member instance ID for static membership. (v0-1; nullable v0-1)
     instance_id: str | None = None
-    #: The rack ID. (v0; nullable v0)
+    #: The rack ID. (v0-1; nullable v0-1)
     rack_id: str | None = None
-    #: The client ID. (v0)
+    #: The client ID. (v0-1)
     client_id: str = ""
-    #: The client host. (v0)
+    #: The client host. (v0-1)
     client_host: str = ""
-    #: The epoch of the topology on the client. (v0)
+    #: The epoch of the topology on the client. (v0-1)
     topology_epoch: int = 0
-    #: Identity of the streams instance that may have multiple clients. (v0)
+    #: Identity of the streams instance that may have multiple clients. (v0-1)
     process_id: str = ""
-    #: User-defined endpoint for Interactive Queries. Null if not defined for this client. (v0; nullable v0)
+    #: User-defined endpoint for Interactive Queries. Null if not defined for this client. (v0-1; nullable v0-1)
     user_endpoint: StreamsGroupDescribeResponseEndpoint | None = None
-    #: Used for rack-aware assignment algorithm. (v0)
+    #: Used for rack-aware assignment algorithm. (v0-1)
     client_tags: list[StreamsGroupDescribeResponseKeyValue] = field(default_factory=list)
-    #: Cumulative changelog offsets for tasks. (v0)
+    #: Cumulative changelog offsets for tasks. (v0-1)
     task_offsets: list[StreamsGroupDescribeResponseTaskOffset] = field(default_factory=list)
-    #: Cumulative changelog end offsets for tasks. (v0)
+    #: Cumulative changelog end offsets for tasks. (v0-1)
     task_end_offsets: list[StreamsGroupDescribeResponseTaskOffset] = field(default_factory=list)
-    #: The current assignment. (v0)
+    #: The current assignment. (v0-1)
     assignment: StreamsGroupDescribeResponseAssignment = field(
         default_factory=StreamsGroupDescribeResponseAssignment
     )
-    #: The target assignment. (v0)
+    #: The target assignment. (v0-1)
     target_assignment: StreamsGroupDescribeResponseAssignment = field(
         default_factory=StreamsGroupDescribeResponseAssignment
     )
-    #: True for classic members that have not been upgraded yet. (v0)
+    #: True for classic members that have not been upgraded yet. (v0-1)
     is_classic: bool = False
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -643,27 +645,264 @@ class StreamsGroupDescribeResponseMember(Struct):
 
 
 @dataclass(slots=True, kw_only=True)
-class StreamsGroupDescribeResponseDescribedGroup(Struct):
-    """Each described group. (versions 0)"""
+class StreamsGroupDescribeResponseTopologyDescriptionNode(Struct):
+    """The processing nodes in this subtopology. (versions 1)"""
 
-    #: The describe error, or 0 if there was no error. (v0)
+    #: The name of this node (e.g., KSTREAM-SOURCE-0000000000). (v1)
+    name: str = ""
+    #: The type of this node: 1=SOURCE, 2=PROCESSOR, 3=SINK. (v1)
+    node_type: int = 0
+    #: The source topics this node reads from. Defined only for source nodes, may be empty if source topics are dynamically determined. (v1)
+    source_topics: list[str] = field(default_factory=list)
+    #: The topic this node writes to. Defined only for sink nodes, may be null if sink topic is dynamically determined. (v1; nullable v1)
+    sink_topic: str | None = None
+    #: The state store names accessed by this node. Defined only for processor nodes. (v1)
+    stores: list[str] = field(default_factory=list)
+    #: The names of successor nodes in the processing graph. Predecessor relationships are reconstructed from this field. (v1)
+    successors: list[str] = field(default_factory=list)
+    #: Tagged fields this version does not know, kept to be written back.
+    unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
+
+    def _write(self, out: bytearray, version: int) -> None:
+        write_string(out, self.name, True)
+        out += _F_b.pack(self.node_type)
+        write_string_array(out, self.source_topics, True)
+        write_nullable_string(out, self.sink_topic, True)
+        write_string_array(out, self.stores, True)
+        write_string_array(out, self.successors, True)
+        if self.unknown_tagged_fields:
+            write_tagged_fields(out, [], self.unknown_tagged_fields)
+        else:
+            out.append(0)
+
+    @classmethod
+    def _read(cls, buf: memoryview, pos: int, version: int) -> tuple[Self, int]:
+        v_name: str
+        v_node_type: int
+        v_source_topics: list[str]
+        v_sink_topic: str | None
+        v_stores: list[str]
+        v_successors: list[str]
+        v_name, pos = read_string(buf, pos, True)
+        (v_node_type,) = _F_b.unpack_from(buf, pos)
+        pos += _F_b.size
+        v_source_topics, pos = read_string_array(buf, pos, True)
+        v_sink_topic, pos = read_nullable_string(buf, pos, True)
+        v_stores, pos = read_string_array(buf, pos, True)
+        v_successors, pos = read_string_array(buf, pos, True)
+        unknown: list[tuple[int, bytes]] | None = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            n_tags, pos = read_tag_count(buf, pos)
+            for _ in range(n_tags):
+                tag, pos, end = read_tag_header(buf, pos)
+                if unknown is None:
+                    unknown = []
+                unknown.append((tag, bytes(buf[pos:end])))
+                pos = end
+        return cls(
+            name=v_name,
+            node_type=v_node_type,
+            source_topics=v_source_topics,
+            sink_topic=v_sink_topic,
+            stores=v_stores,
+            successors=v_successors,
+            unknown_tagged_fields=unknown,
+        ), pos
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamsGroupDescribeResponseTopologyDescriptionSubtopology(Struct):
+    """The subtopologies that make up this topology. (versions 1)"""
+
+    #: The subtopology identifier, unique within the topology. (v1)
+    subtopology_id: str = ""
+    #: The processing nodes in this subtopology. (v1)
+    nodes: list[StreamsGroupDescribeResponseTopologyDescriptionNode] = field(default_factory=list)
+    #: Tagged fields this version does not know, kept to be written back.
+    unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
+
+    def _write(self, out: bytearray, version: int) -> None:
+        write_string(out, self.subtopology_id, True)
+        write_array_len(out, len(self.nodes), True)
+        for it_nodes in self.nodes:
+            it_nodes._write(out, version)
+        if self.unknown_tagged_fields:
+            write_tagged_fields(out, [], self.unknown_tagged_fields)
+        else:
+            out.append(0)
+
+    @classmethod
+    def _read(cls, buf: memoryview, pos: int, version: int) -> tuple[Self, int]:
+        v_subtopology_id: str
+        v_nodes: list[StreamsGroupDescribeResponseTopologyDescriptionNode]
+        v_subtopology_id, pos = read_string(buf, pos, True)
+        n, pos = read_array_len(buf, pos, True)
+        if n < 0:
+            raise KafkaProtocolError("null array StreamsGroupDescribeResponse.nodes")
+        v_nodes = []
+        for _ in range(n):
+            e_nodes, pos = StreamsGroupDescribeResponseTopologyDescriptionNode._read(
+                buf, pos, version
+            )
+            v_nodes.append(e_nodes)
+        unknown: list[tuple[int, bytes]] | None = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            n_tags, pos = read_tag_count(buf, pos)
+            for _ in range(n_tags):
+                tag, pos, end = read_tag_header(buf, pos)
+                if unknown is None:
+                    unknown = []
+                unknown.append((tag, bytes(buf[pos:end])))
+                pos = end
+        return cls(
+            subtopology_id=v_subtopology_id, nodes=v_nodes, unknown_tagged_fields=unknown
+        ), pos
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamsGroupDescribeResponseTopologyDescriptionGlobalStore(Struct):
+    """Global state stores used by this topology. (versions 1)"""
+
+    #: The source node providing data to the global store. (v1)
+    source: StreamsGroupDescribeResponseTopologyDescriptionNode = field(
+        default_factory=StreamsGroupDescribeResponseTopologyDescriptionNode
+    )
+    #: The processor node that populates the global store. (v1)
+    processor: StreamsGroupDescribeResponseTopologyDescriptionNode = field(
+        default_factory=StreamsGroupDescribeResponseTopologyDescriptionNode
+    )
+    #: Tagged fields this version does not know, kept to be written back.
+    unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
+
+    def _write(self, out: bytearray, version: int) -> None:
+        self.source._write(out, version)
+        self.processor._write(out, version)
+        if self.unknown_tagged_fields:
+            write_tagged_fields(out, [], self.unknown_tagged_fields)
+        else:
+            out.append(0)
+
+    @classmethod
+    def _read(cls, buf: memoryview, pos: int, version: int) -> tuple[Self, int]:
+        v_source: StreamsGroupDescribeResponseTopologyDescriptionNode
+        v_processor: StreamsGroupDescribeResponseTopologyDescriptionNode
+        v_source, pos = StreamsGroupDescribeResponseTopologyDescriptionNode._read(buf, pos, version)
+        v_processor, pos = StreamsGroupDescribeResponseTopologyDescriptionNode._read(
+            buf, pos, version
+        )
+        unknown: list[tuple[int, bytes]] | None = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            n_tags, pos = read_tag_count(buf, pos)
+            for _ in range(n_tags):
+                tag, pos, end = read_tag_header(buf, pos)
+                if unknown is None:
+                    unknown = []
+                unknown.append((tag, bytes(buf[pos:end])))
+                pos = end
+        return cls(source=v_source, processor=v_processor, unknown_tagged_fields=unknown), pos
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamsGroupDescribeResponseTopologyDescription(Struct):
+    """The full topology description for this group. Non-null if and only if TopologyDescriptionStatus is AVAILABLE (3); null otherwise. (versions 1)"""
+
+    #: The subtopologies that make up this topology. (v1)
+    subtopologies: list[StreamsGroupDescribeResponseTopologyDescriptionSubtopology] = field(
+        default_factory=list
+    )
+    #: Global state stores used by this topology. (v1)
+    global_stores: list[StreamsGroupDescribeResponseTopologyDescriptionGlobalStore] = field(
+        default_factory=list
+    )
+    #: Tagged fields this version does not know, kept to be written back.
+    unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
+
+    def _write(self, out: bytearray, version: int) -> None:
+        write_array_len(out, len(self.subtopologies), True)
+        for it_subtopologies in self.subtopologies:
+            it_subtopologies._write(out, version)
+        write_array_len(out, len(self.global_stores), True)
+        for it_global_stores in self.global_stores:
+            it_global_stores._write(out, version)
+        if self.unknown_tagged_fields:
+            write_tagged_fields(out, [], self.unknown_tagged_fields)
+        else:
+            out.append(0)
+
+    @classmethod
+    def _read(cls, buf: memoryview, pos: int, version: int) -> tuple[Self, int]:
+        v_subtopologies: list[StreamsGroupDescribeResponseTopologyDescriptionSubtopology]
+        v_global_stores: list[StreamsGroupDescribeResponseTopologyDescriptionGlobalStore]
+        n, pos = read_array_len(buf, pos, True)
+        if n < 0:
+            raise KafkaProtocolError("null array StreamsGroupDescribeResponse.subtopologies")
+        v_subtopologies = []
+        for _ in range(n):
+            e_subtopologies, pos = StreamsGroupDescribeResponseTopologyDescriptionSubtopology._read(
+                buf, pos, version
+            )
+            v_subtopologies.append(e_subtopologies)
+        n, pos = read_array_len(buf, pos, True)
+        if n < 0:
+            raise KafkaProtocolError("null array StreamsGroupDescribeResponse.global_stores")
+        v_global_stores = []
+        for _ in range(n):
+            e_global_stores, pos = StreamsGroupDescribeResponseTopologyDescriptionGlobalStore._read(
+                buf, pos, version
+            )
+            v_global_stores.append(e_global_stores)
+        unknown: list[tuple[int, bytes]] | None = None
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            n_tags, pos = read_tag_count(buf, pos)
+            for _ in range(n_tags):
+                tag, pos, end = read_tag_header(buf, pos)
+                if unknown is None:
+                    unknown = []
+                unknown.append((tag, bytes(buf[pos:end])))
+                pos = end
+        return cls(
+            subtopologies=v_subtopologies,
+            global_stores=v_global_stores,
+            unknown_tagged_fields=unknown,
+        ), pos
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamsGroupDescribeResponseDescribedGroup(Struct):
+    """Each described group. (versions 0-1)"""
+
+    #: The describe error, or 0 if there was no error. (v0-1)
     error_code: int = 0
-    #: The top-level error message, or null if there was no error. (v0; nullable v0)
+    #: The top-level error message, or null if there was no error. (v0-1; nullable v0-1)
     error_message: str | None = None
-    #: The group ID string. (v0)
+    #: The group ID string. (v0-1)
     group_id: str = ""
-    #: The group state string, or the empty string. (v0)
+    #: The group state string, or the empty string. (v0-1)
     group_state: str = ""
-    #: The group epoch. (v0)
+    #: The group epoch. (v0-1)
     group_epoch: int = 0
-    #: The assignment epoch. (v0)
+    #: The assignment epoch. (v0-1)
     assignment_epoch: int = 0
-    #: The topology metadata currently initialized for the streams application. Can be null in case of a describe error. (v0; nullable v0)
+    #: The topology metadata currently initialized for the streams application. Can be null in case of a describe error. (v0-1; nullable v0-1)
     topology: StreamsGroupDescribeResponseTopology | None = None
-    #: The members. (v0)
+    #: The members. (v0-1)
     members: list[StreamsGroupDescribeResponseMember] = field(default_factory=list)
-    #: 32-bit bitfield to represent authorized operations for this group. (v0)
+    #: 32-bit bitfield to represent authorized operations for this group. (v0-1)
     authorized_operations: int = -2147483648
+    #: The full topology description for this group. Non-null if and only if TopologyDescriptionStatus is AVAILABLE (3); null otherwise. (v1; nullable v1)
+    topology_description: StreamsGroupDescribeResponseTopologyDescription | None = None
+    #: The status of the topology description for this group, paired with TopologyDescription: 0=NOT_REQUESTED (client did not set IncludeTopologyDescription; TopologyDescription is null); 1=NOT_STORED (no description recorded for this group; TopologyDescription is null); 2=ERROR (broker failed to fetch the description, see broker logs; TopologyDescription is null); 3=AVAILABLE (TopologyDescription is non-null and carries the description). (v1)
+    topology_description_status: int = 0
+    #: The task assignor that the group coordinator will use for the next assignment computation. This may differ from the assignor that computed the current assignment, because changing the assignor configuration does not trigger a rebalance. Null in case of a describe error. (v1; nullable v1; ignorable)
+    assignor_name: str | None = None
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
 
@@ -682,6 +921,26 @@ class StreamsGroupDescribeResponseDescribedGroup(Struct):
         for it_members in self.members:
             it_members._write(out, version)
         out += _F_i.pack(self.authorized_operations)
+        if version >= 1:
+            if self.topology_description is None:
+                out.append(0xFF)
+            else:
+                out.append(1)
+                self.topology_description._write(out, version)
+        else:
+            if self.topology_description is not None:
+                raise unsupported_field_error(
+                    "StreamsGroupDescribeResponse", "topology_description", version
+                )
+        if version >= 1:
+            out += _F_b.pack(self.topology_description_status)
+        else:
+            if self.topology_description_status != 0:
+                raise unsupported_field_error(
+                    "StreamsGroupDescribeResponse", "topology_description_status", version
+                )
+        if version >= 1:
+            write_nullable_string(out, self.assignor_name, True)
         if self.unknown_tagged_fields:
             write_tagged_fields(out, [], self.unknown_tagged_fields)
         else:
@@ -698,6 +957,9 @@ class StreamsGroupDescribeResponseDescribedGroup(Struct):
         v_topology: StreamsGroupDescribeResponseTopology | None
         v_members: list[StreamsGroupDescribeResponseMember]
         v_authorized_operations: int
+        v_topology_description: StreamsGroupDescribeResponseTopologyDescription | None
+        v_topology_description_status: int
+        v_assignor_name: str | None
         (v_error_code,) = _F_h.unpack_from(buf, pos)
         pos += _F_h.size
         v_error_message, pos = read_nullable_string(buf, pos, True)
@@ -719,6 +981,25 @@ class StreamsGroupDescribeResponseDescribedGroup(Struct):
             v_members.append(e_members)
         (v_authorized_operations,) = _F_i.unpack_from(buf, pos)
         pos += _F_i.size
+        if version >= 1:
+            present, pos = read_struct_marker(buf, pos)
+            if present:
+                v_topology_description, pos = StreamsGroupDescribeResponseTopologyDescription._read(
+                    buf, pos, version
+                )
+            else:
+                v_topology_description = None
+        else:
+            v_topology_description = None
+        if version >= 1:
+            (v_topology_description_status,) = _F_b.unpack_from(buf, pos)
+            pos += _F_b.size
+        else:
+            v_topology_description_status = 0
+        if version >= 1:
+            v_assignor_name, pos = read_nullable_string(buf, pos, True)
+        else:
+            v_assignor_name = None
         unknown: list[tuple[int, bytes]] | None = None
         if buf[pos] == 0:
             pos += 1
@@ -740,24 +1021,27 @@ class StreamsGroupDescribeResponseDescribedGroup(Struct):
             topology=v_topology,
             members=v_members,
             authorized_operations=v_authorized_operations,
+            topology_description=v_topology_description,
+            topology_description_status=v_topology_description_status,
+            assignor_name=v_assignor_name,
             unknown_tagged_fields=unknown,
         ), pos
 
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeResponse(Response):
-    """Kafka's ``StreamsGroupDescribeResponse`` (API key 89), versions 0-0, flexible from 0."""
+    """Kafka's ``StreamsGroupDescribeResponse`` (API key 89), versions 0-1, flexible from 0."""
 
     NAME: ClassVar[str] = "StreamsGroupDescribeResponse"
     API_KEY: ClassVar[int] = 89
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
-    MAX_STABLE_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
+    MAX_STABLE_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN: ClassVar[int | None] = 0
 
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0)
+    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-1)
     throttle_time_ms: int = 0
-    #: Each described group. (v0)
+    #: Each described group. (v0-1)
     groups: list[StreamsGroupDescribeResponseDescribedGroup] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -803,26 +1087,35 @@ class StreamsGroupDescribeResponse(Response):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupDescribeRequest(Request):
-    """Kafka's ``StreamsGroupDescribeRequest`` (API key 89), versions 0-0, flexible from 0."""
+    """Kafka's ``StreamsGroupDescribeRequest`` (API key 89), versions 0-1, flexible from 0."""
 
     NAME: ClassVar[str] = "StreamsGroupDescribeRequest"
     API_KEY: ClassVar[int] = 89
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
-    MAX_STABLE_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
+    MAX_STABLE_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN: ClassVar[int | None] = 0
     RESPONSE: ClassVar[type[StreamsGroupDescribeResponse]] = StreamsGroupDescribeResponse
 
-    #: The ids of the groups to describe (v0)
+    #: The ids of the groups to describe (v0-1)
     group_ids: list[str] = field(default_factory=list)
-    #: Whether to include authorized operations. (v0)
+    #: Whether to include authorized operations. (v0-1)
     include_authorized_operations: bool = False
+    #: Whether to include the full topology description from the topology description plugin in the response. (v1)
+    include_topology_description: bool = False
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
 
     def _write(self, out: bytearray, version: int) -> None:
         write_string_array(out, self.group_ids, True)
         out += _F_o.pack(self.include_authorized_operations)
+        if version >= 1:
+            out += _F_o.pack(self.include_topology_description)
+        else:
+            if self.include_topology_description:
+                raise unsupported_field_error(
+                    "StreamsGroupDescribeRequest", "include_topology_description", version
+                )
         if self.unknown_tagged_fields:
             write_tagged_fields(out, [], self.unknown_tagged_fields)
         else:
@@ -832,9 +1125,15 @@ class StreamsGroupDescribeRequest(Request):
     def _read(cls, buf: memoryview, pos: int, version: int) -> tuple[Self, int]:
         v_group_ids: list[str]
         v_include_authorized_operations: bool
+        v_include_topology_description: bool
         v_group_ids, pos = read_string_array(buf, pos, True)
         (v_include_authorized_operations,) = _F_o.unpack_from(buf, pos)
         pos += _F_o.size
+        if version >= 1:
+            (v_include_topology_description,) = _F_o.unpack_from(buf, pos)
+            pos += _F_o.size
+        else:
+            v_include_topology_description = False
         unknown: list[tuple[int, bytes]] | None = None
         if buf[pos] == 0:
             pos += 1
@@ -849,5 +1148,6 @@ class StreamsGroupDescribeRequest(Request):
         return cls(
             group_ids=v_group_ids,
             include_authorized_operations=v_include_authorized_operations,
+            include_topology_description=v_include_topology_description,
             unknown_tagged_fields=unknown,
         ), pos

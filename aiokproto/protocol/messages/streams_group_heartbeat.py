@@ -17,6 +17,7 @@ from aiokproto.protocol.primitives import (
     read_struct_marker,
     read_tag_count,
     read_tag_header,
+    unsupported_field_error,
     write_array_len,
     write_int_array,
     write_nullable_string,
@@ -30,18 +31,18 @@ _F_b = struct.Struct(">b")
 _F_i = struct.Struct(">i")
 _F_ih = struct.Struct(">ih")
 _F_ii = struct.Struct(">ii")
-_F_iiii = struct.Struct(">iiii")
 _F_iq = struct.Struct(">iq")
 _F_o = struct.Struct(">?")
+_F_q = struct.Struct(">q")
 
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatResponseStatus(Struct):
-    """Indicate zero or more status for the group. (versions 0)"""
+    """Indicate zero or more status for the group. (versions 0-1)"""
 
-    #: A code to indicate that a particular status is active for the group membership (v0)
+    #: A code to indicate that a particular status is active for the group membership (v0-1)
     status_code: int = 0
-    #: A string representation of the status. (v0)
+    #: A string representation of the status. (v0-1)
     status_detail: str = ""
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -79,11 +80,11 @@ class StreamsGroupHeartbeatResponseStatus(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatResponseTaskIds(Struct):
-    """Assigned active tasks for this client. Null if unchanged since last heartbeat. (versions 0)"""
+    """Assigned active tasks for this client. Null if unchanged since last heartbeat. (versions 0-1)"""
 
-    #: The subtopology identifier. (v0)
+    #: The subtopology identifier. (v0-1)
     subtopology_id: str = ""
-    #: The partitions of the input topics processed by this member. (v0)
+    #: The partitions of the input topics processed by this member. (v0-1)
     partitions: list[int] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -120,11 +121,11 @@ class StreamsGroupHeartbeatResponseTaskIds(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatResponseEndpoint(Struct):
-    """User-defined endpoint to connect to the node (versions 0)"""
+    """User-defined endpoint to connect to the node (versions 0-1)"""
 
-    #: host of the endpoint (v0)
+    #: host of the endpoint (v0-1)
     host: str = ""
-    #: port of the endpoint (v0)
+    #: port of the endpoint (v0-1)
     port: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -160,11 +161,11 @@ class StreamsGroupHeartbeatResponseEndpoint(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatResponseTopicPartition(Struct):
-    """All topic partitions materialized by active tasks on the node (versions 0)"""
+    """The source topic partitions, including repartition source topics, of the active tasks assigned to this member (versions 0-1)"""
 
-    #: topic name (v0)
+    #: topic name (v0-1)
     topic: str = ""
-    #: partitions (v0)
+    #: partitions (v0-1)
     partitions: list[int] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -199,17 +200,17 @@ class StreamsGroupHeartbeatResponseTopicPartition(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatResponseEndpointToPartitions(Struct):
-    """Global assignment information used for IQ. Null if unchanged since last heartbeat. (versions 0)"""
+    """Global assignment information used for IQ. There is one entry per member, so several entries carry the same UserEndpoint when a client runs more than one stream thread; clients must union the entries of an endpoint. Null if unchanged since last heartbeat. (versions 0-1)"""
 
-    #: User-defined endpoint to connect to the node (v0)
+    #: User-defined endpoint to connect to the node (v0-1)
     user_endpoint: StreamsGroupHeartbeatResponseEndpoint = field(
         default_factory=StreamsGroupHeartbeatResponseEndpoint
     )
-    #: All topic partitions materialized by active tasks on the node (v0)
+    #: The source topic partitions, including repartition source topics, of the active tasks assigned to this member (v0-1)
     active_partitions: list[StreamsGroupHeartbeatResponseTopicPartition] = field(
         default_factory=list
     )
-    #: All topic partitions materialized by standby tasks on the node (v0)
+    #: The source topic partitions, including repartition source topics, of the standby and warm-up tasks assigned to this member (v0-1)
     standby_partitions: list[StreamsGroupHeartbeatResponseTopicPartition] = field(
         default_factory=list
     )
@@ -274,42 +275,46 @@ class StreamsGroupHeartbeatResponseEndpointToPartitions(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatResponse(Response):
-    """Kafka's ``StreamsGroupHeartbeatResponse`` (API key 88), versions 0-0, flexible from 0."""
+    """Kafka's ``StreamsGroupHeartbeatResponse`` (API key 88), versions 0-1, flexible from 0."""
 
     NAME: ClassVar[str] = "StreamsGroupHeartbeatResponse"
     API_KEY: ClassVar[int] = 88
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
-    MAX_STABLE_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
+    MAX_STABLE_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN: ClassVar[int | None] = 0
 
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0)
+    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-1)
     throttle_time_ms: int = 0
-    #: The top-level error code, or 0 if there was no error (v0)
+    #: The top-level error code, or 0 if there was no error (v0-1)
     error_code: int = 0
-    #: The top-level error message, or null if there was no error. (v0; nullable v0)
+    #: The top-level error message, or null if there was no error. (v0-1; nullable v0-1)
     error_message: str | None = None
-    #: The member id is always generated by the streams consumer. (v0)
+    #: The member id is always generated by the streams consumer. (v0-1)
     member_id: str = ""
-    #: The member epoch. (v0)
+    #: The member epoch. (v0-1)
     member_epoch: int = 0
-    #: The heartbeat interval in milliseconds. (v0)
+    #: The heartbeat interval in milliseconds. (v0-1)
     heartbeat_interval_ms: int = 0
-    #: The maximal lag a warm-up task can have to be considered caught-up. (v0)
-    acceptable_recovery_lag: int = 0
-    #: The interval in which the task changelog offsets on a client are updated on the broker. The offsets are sent with the next heartbeat after this time has passed. (v0)
+    #: Deprecated. The maximum acceptable lag (number of offsets to catch up) for a client to be considered caught-up enough to receive an active task assignment. Use AcceptableRecoveryLag instead. (v0)
+    acceptable_recovery_lag_legacy: int = 0
+    #: The interval in which the task changelog offsets on a client are updated on the broker. The offsets are sent with the next heartbeat after this time has passed. (v0-1)
     task_offset_interval_ms: int = 0
-    #: Indicate zero or more status for the group. (v0; nullable v0)
+    #: The maximum acceptable lag (number of offsets to catch up) for a client to be considered caught-up enough to receive an active task assignment. A value of -1 indicates the broker does not support this configuration. (v1; ignorable)
+    acceptable_recovery_lag: int = -1
+    #: Indicate zero or more status for the group. (v0-1; nullable v0-1)
     status: list[StreamsGroupHeartbeatResponseStatus] | None = field(default_factory=list)
-    #: Assigned active tasks for this client. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Assigned active tasks for this client. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     active_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None = None
-    #: Assigned standby tasks for this client. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Assigned standby tasks for this client. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     standby_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None = None
-    #: Assigned warm-up tasks for this client. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Assigned warm-up tasks for this client. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     warmup_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None = None
-    #: The endpoint epoch set in the response (v0)
+    #: True if the broker does not have an up-to-date topology description for this group. The client should send the topology description via StreamsGroupTopologyDescriptionUpdate. (v1)
+    topology_description_required: bool = False
+    #: The endpoint epoch set in the response (v0-1)
     endpoint_information_epoch: int = 0
-    #: Global assignment information used for IQ. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Global assignment information used for IQ. There is one entry per member, so several entries carry the same UserEndpoint when a client runs more than one stream thread; clients must union the entries of an endpoint. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponseEndpointToPartitions] | None = (
         None
     )
@@ -320,12 +325,17 @@ class StreamsGroupHeartbeatResponse(Response):
         out += _F_ih.pack(self.throttle_time_ms, self.error_code)
         write_nullable_string(out, self.error_message, True)
         write_string(out, self.member_id, True)
-        out += _F_iiii.pack(
-            self.member_epoch,
-            self.heartbeat_interval_ms,
-            self.acceptable_recovery_lag,
-            self.task_offset_interval_ms,
-        )
+        out += _F_ii.pack(self.member_epoch, self.heartbeat_interval_ms)
+        if version <= 0:
+            out += _F_i.pack(self.acceptable_recovery_lag_legacy)
+        else:
+            if self.acceptable_recovery_lag_legacy != 0:
+                raise unsupported_field_error(
+                    "StreamsGroupHeartbeatResponse", "acceptable_recovery_lag_legacy", version
+                )
+        out += _F_i.pack(self.task_offset_interval_ms)
+        if version >= 1:
+            out += _F_q.pack(self.acceptable_recovery_lag)
         if self.status is None:
             write_array_len(out, -1, True)
         else:
@@ -350,6 +360,13 @@ class StreamsGroupHeartbeatResponse(Response):
             write_array_len(out, len(self.warmup_tasks), True)
             for it_warmup_tasks in self.warmup_tasks:
                 it_warmup_tasks._write(out, version)
+        if version >= 1:
+            out += _F_o.pack(self.topology_description_required)
+        else:
+            if self.topology_description_required:
+                raise unsupported_field_error(
+                    "StreamsGroupHeartbeatResponse", "topology_description_required", version
+                )
         out += _F_i.pack(self.endpoint_information_epoch)
         if self.partitions_by_user_endpoint is None:
             write_array_len(out, -1, True)
@@ -370,12 +387,14 @@ class StreamsGroupHeartbeatResponse(Response):
         v_member_id: str
         v_member_epoch: int
         v_heartbeat_interval_ms: int
-        v_acceptable_recovery_lag: int
+        v_acceptable_recovery_lag_legacy: int
         v_task_offset_interval_ms: int
+        v_acceptable_recovery_lag: int
         v_status: list[StreamsGroupHeartbeatResponseStatus] | None
         v_active_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None
         v_standby_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None
         v_warmup_tasks: list[StreamsGroupHeartbeatResponseTaskIds] | None
+        v_topology_description_required: bool
         v_endpoint_information_epoch: int
         v_partitions_by_user_endpoint: (
             list[StreamsGroupHeartbeatResponseEndpointToPartitions] | None
@@ -384,13 +403,20 @@ class StreamsGroupHeartbeatResponse(Response):
         pos += _F_ih.size
         v_error_message, pos = read_nullable_string(buf, pos, True)
         v_member_id, pos = read_string(buf, pos, True)
-        (
-            v_member_epoch,
-            v_heartbeat_interval_ms,
-            v_acceptable_recovery_lag,
-            v_task_offset_interval_ms,
-        ) = _F_iiii.unpack_from(buf, pos)
-        pos += _F_iiii.size
+        v_member_epoch, v_heartbeat_interval_ms = _F_ii.unpack_from(buf, pos)
+        pos += _F_ii.size
+        if version <= 0:
+            (v_acceptable_recovery_lag_legacy,) = _F_i.unpack_from(buf, pos)
+            pos += _F_i.size
+        else:
+            v_acceptable_recovery_lag_legacy = 0
+        (v_task_offset_interval_ms,) = _F_i.unpack_from(buf, pos)
+        pos += _F_i.size
+        if version >= 1:
+            (v_acceptable_recovery_lag,) = _F_q.unpack_from(buf, pos)
+            pos += _F_q.size
+        else:
+            v_acceptable_recovery_lag = -1
         n, pos = read_array_len(buf, pos, True)
         if n < 0:
             v_status = None
@@ -423,6 +449,11 @@ class StreamsGroupHeartbeatResponse(Response):
             for _ in range(n):
                 e_warmup_tasks, pos = StreamsGroupHeartbeatResponseTaskIds._read(buf, pos, version)
                 v_warmup_tasks.append(e_warmup_tasks)
+        if version >= 1:
+            (v_topology_description_required,) = _F_o.unpack_from(buf, pos)
+            pos += _F_o.size
+        else:
+            v_topology_description_required = False
         (v_endpoint_information_epoch,) = _F_i.unpack_from(buf, pos)
         pos += _F_i.size
         n, pos = read_array_len(buf, pos, True)
@@ -453,12 +484,14 @@ class StreamsGroupHeartbeatResponse(Response):
             member_id=v_member_id,
             member_epoch=v_member_epoch,
             heartbeat_interval_ms=v_heartbeat_interval_ms,
-            acceptable_recovery_lag=v_acceptable_recovery_lag,
+            acceptable_recovery_lag_legacy=v_acceptable_recovery_lag_legacy,
             task_offset_interval_ms=v_task_offset_interval_ms,
+            acceptable_recovery_lag=v_acceptable_recovery_lag,
             status=v_status,
             active_tasks=v_active_tasks,
             standby_tasks=v_standby_tasks,
             warmup_tasks=v_warmup_tasks,
+            topology_description_required=v_topology_description_required,
             endpoint_information_epoch=v_endpoint_information_epoch,
             partitions_by_user_endpoint=v_partitions_by_user_endpoint,
             unknown_tagged_fields=unknown,
@@ -467,11 +500,11 @@ class StreamsGroupHeartbeatResponse(Response):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequestKeyValue(Struct):
-    """Topic-level configurations as key-value pairs. (versions 0)"""
+    """Topic-level configurations as key-value pairs. (versions 0-1)"""
 
-    #: key of the config (v0)
+    #: key of the config (v0-1)
     key: str = ""
-    #: value of the config (v0)
+    #: value of the config (v0-1)
     value: str = ""
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -506,15 +539,15 @@ class StreamsGroupHeartbeatRequestKeyValue(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequestTopicInfo(Struct):
-    """The set of state changelog topics associated with this subtopology. Created automatically. (versions 0)"""
+    """The set of state changelog topics associated with this subtopology. Created automatically. (versions 0-1)"""
 
-    #: The name of the topic. (v0)
+    #: The name of the topic. (v0-1)
     name: str = ""
-    #: The number of partitions in the topic. Can be 0 if no specific number of partitions is enforced. Always 0 for changelog topics. (v0)
+    #: The number of partitions in the topic. Can be 0 if no specific number of partitions is enforced. Always 0 for changelog topics. (v0-1)
     partitions: int = 0
-    #: The replication factor of the topic. Can be 0 if the default replication factor should be used. (v0)
+    #: The replication factor of the topic. Can be 0 if the default replication factor should be used. (v0-1)
     replication_factor: int = 0
-    #: Topic-level configurations as key-value pairs. (v0)
+    #: Topic-level configurations as key-value pairs. (v0-1)
     topic_configs: list[StreamsGroupHeartbeatRequestKeyValue] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -568,13 +601,13 @@ class StreamsGroupHeartbeatRequestTopicInfo(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequestCopartitionGroup(Struct):
-    """A subset of source topics that must be copartitioned. (versions 0)"""
+    """A subset of source topics that must be copartitioned. (versions 0-1)"""
 
-    #: The topics the topology reads from. Index into the array on the subtopology level. (v0)
+    #: The topics the topology reads from. Index into the array on the subtopology level. (v0-1)
     source_topics: list[int] = field(default_factory=list)
-    #: Regular expressions identifying topics the subtopology reads from. Index into the array on the subtopology level. (v0)
+    #: Regular expressions identifying topics the subtopology reads from. Index into the array on the subtopology level. (v0-1)
     source_topic_regex: list[int] = field(default_factory=list)
-    #: The set of source topics that are internally created repartition topics. Index into the array on the subtopology level. (v0)
+    #: The set of source topics that are internally created repartition topics. Index into the array on the subtopology level. (v0-1)
     repartition_source_topics: list[int] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -617,25 +650,25 @@ class StreamsGroupHeartbeatRequestCopartitionGroup(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequestSubtopology(Struct):
-    """The sub-topologies of the streams application. (versions 0)"""
+    """The sub-topologies of the streams application. (versions 0-1)"""
 
-    #: String to uniquely identify the subtopology. Deterministically generated from the topology (v0)
+    #: String to uniquely identify the subtopology. Deterministically generated from the topology (v0-1)
     subtopology_id: str = ""
-    #: The topics the topology reads from. (v0)
+    #: The topics the topology reads from. (v0-1)
     source_topics: list[str] = field(default_factory=list)
-    #: The regular expressions identifying topics the subtopology reads from. (v0)
+    #: The regular expressions identifying topics the subtopology reads from. (v0-1)
     source_topic_regex: list[str] = field(default_factory=list)
-    #: The set of state changelog topics associated with this subtopology. Created automatically. (v0)
+    #: The set of state changelog topics associated with this subtopology. Created automatically. (v0-1)
     state_changelog_topics: list[StreamsGroupHeartbeatRequestTopicInfo] = field(
         default_factory=list
     )
-    #: The repartition topics the subtopology writes to. (v0)
+    #: The repartition topics the subtopology writes to. (v0-1)
     repartition_sink_topics: list[str] = field(default_factory=list)
-    #: The set of source topics that are internally created repartition topics. Created automatically. (v0)
+    #: The set of source topics that are internally created repartition topics. Created automatically. (v0-1)
     repartition_source_topics: list[StreamsGroupHeartbeatRequestTopicInfo] = field(
         default_factory=list
     )
-    #: A subset of source topics that must be copartitioned. (v0)
+    #: A subset of source topics that must be copartitioned. (v0-1)
     copartition_groups: list[StreamsGroupHeartbeatRequestCopartitionGroup] = field(
         default_factory=list
     )
@@ -730,11 +763,11 @@ class StreamsGroupHeartbeatRequestSubtopology(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequestTopology(Struct):
-    """The topology metadata of the streams application. Used to initialize the topology of the group and to check if the topology corresponds to the topology initialized for the group. Only sent when memberEpoch = 0, must be non-empty. Null otherwise. (versions 0)"""
+    """The topology metadata of the streams application. Used to initialize the topology of the group and to check if the topology corresponds to the topology initialized for the group. Only sent when memberEpoch = 0, must be non-empty. Null otherwise. (versions 0-1)"""
 
-    #: The epoch of the topology. Used to check if the topology corresponds to the topology initialized on the brokers. (v0)
+    #: The epoch of the topology. Used to check if the topology corresponds to the topology initialized on the brokers. (v0-1)
     epoch: int = 0
-    #: The sub-topologies of the streams application. (v0)
+    #: The sub-topologies of the streams application. (v0-1)
     subtopologies: list[StreamsGroupHeartbeatRequestSubtopology] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -778,11 +811,11 @@ class StreamsGroupHeartbeatRequestTopology(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequestTaskIds(Struct):
-    """Currently owned active tasks for this client. Null if unchanged since last heartbeat. (versions 0)"""
+    """Currently owned active tasks for this client. Null if unchanged since last heartbeat. (versions 0-1)"""
 
-    #: The subtopology identifier. (v0)
+    #: The subtopology identifier. (v0-1)
     subtopology_id: str = ""
-    #: The partitions of the input topics processed by this member. (v0)
+    #: The partitions of the input topics processed by this member. (v0-1)
     partitions: list[int] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -819,11 +852,11 @@ class StreamsGroupHeartbeatRequestTaskIds(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequestEndpoint(Struct):
-    """User-defined endpoint for Interactive Queries. Null if unchanged since last heartbeat, or if not defined on the client. (versions 0)"""
+    """User-defined endpoint for Interactive Queries. Null if unchanged since last heartbeat, or if not defined on the client. (versions 0-1)"""
 
-    #: host of the endpoint (v0)
+    #: host of the endpoint (v0-1)
     host: str = ""
-    #: port of the endpoint (v0)
+    #: port of the endpoint (v0-1)
     port: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -859,13 +892,13 @@ class StreamsGroupHeartbeatRequestEndpoint(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequestTaskOffset(Struct):
-    """Cumulative changelog offsets for tasks. Only updated when a warm-up task has caught up, and according to the task offset interval. Null if unchanged since last heartbeat. (versions 0)"""
+    """Cumulative changelog offsets for tasks. Only updated when a warm-up task has caught up, and according to the task offset interval. Null if unchanged since last heartbeat. (versions 0-1)"""
 
-    #: The subtopology identifier. (v0)
+    #: The subtopology identifier. (v0-1)
     subtopology_id: str = ""
-    #: The partition. (v0)
+    #: The partition. (v0-1)
     partition: int = 0
-    #: The offset. (v0)
+    #: The offset. (v0-1)
     offset: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -907,49 +940,49 @@ class StreamsGroupHeartbeatRequestTaskOffset(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class StreamsGroupHeartbeatRequest(Request):
-    """Kafka's ``StreamsGroupHeartbeatRequest`` (API key 88), versions 0-0, flexible from 0."""
+    """Kafka's ``StreamsGroupHeartbeatRequest`` (API key 88), versions 0-1, flexible from 0."""
 
     NAME: ClassVar[str] = "StreamsGroupHeartbeatRequest"
     API_KEY: ClassVar[int] = 88
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
-    MAX_STABLE_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
+    MAX_STABLE_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN: ClassVar[int | None] = 0
     RESPONSE: ClassVar[type[StreamsGroupHeartbeatResponse]] = StreamsGroupHeartbeatResponse
 
-    #: The group identifier. (v0)
+    #: The group identifier. (v0-1)
     group_id: str = ""
-    #: The member ID generated by the streams consumer. The member ID must be kept during the entire lifetime of the streams consumer process. (v0)
+    #: The member ID generated by the streams consumer. The member ID must be kept during the entire lifetime of the streams consumer process. (v0-1)
     member_id: str = ""
-    #: The current member epoch; 0 to join the group; -1 to leave the group; -2 to indicate that the static member will rejoin. (v0)
+    #: The current member epoch; 0 to join the group; -1 to leave the group; -2 to indicate that the static member will rejoin. (v0-1)
     member_epoch: int = 0
-    #: The current endpoint epoch of this client, represents the latest endpoint epoch this client received (v0)
+    #: The current endpoint epoch of this client, represents the latest endpoint epoch this client received (v0-1)
     endpoint_information_epoch: int = 0
-    #: null if not provided or if it didn't change since the last heartbeat; the instance ID for static membership otherwise. (v0; nullable v0)
+    #: null if not provided or if it didn't change since the last heartbeat; the instance ID for static membership otherwise. (v0-1; nullable v0-1)
     instance_id: str | None = None
-    #: null if not provided or if it didn't change since the last heartbeat; the rack ID of the member otherwise. (v0; nullable v0)
+    #: null if not provided or if it didn't change since the last heartbeat; the rack ID of the member otherwise. (v0-1; nullable v0-1)
     rack_id: str | None = None
-    #: -1 if it didn't change since the last heartbeat; the maximum time in milliseconds that the coordinator will wait on the member to revoke its tasks otherwise. (v0)
+    #: -1 if it didn't change since the last heartbeat; the maximum time in milliseconds that the coordinator will wait on the member to revoke its tasks otherwise. (v0-1)
     rebalance_timeout_ms: int = -1
-    #: The topology metadata of the streams application. Used to initialize the topology of the group and to check if the topology corresponds to the topology initialized for the group. Only sent when memberEpoch = 0, must be non-empty. Null otherwise. (v0; nullable v0)
+    #: The topology metadata of the streams application. Used to initialize the topology of the group and to check if the topology corresponds to the topology initialized for the group. Only sent when memberEpoch = 0, must be non-empty. Null otherwise. (v0-1; nullable v0-1)
     topology: StreamsGroupHeartbeatRequestTopology | None = None
-    #: Currently owned active tasks for this client. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Currently owned active tasks for this client. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     active_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None = None
-    #: Currently owned standby tasks for this client. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Currently owned standby tasks for this client. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     standby_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None = None
-    #: Currently owned warm-up tasks for this client. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Currently owned warm-up tasks for this client. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     warmup_tasks: list[StreamsGroupHeartbeatRequestTaskIds] | None = None
-    #: Identity of the streams instance that may have multiple consumers. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Identity of the streams instance that may have multiple consumers. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     process_id: str | None = None
-    #: User-defined endpoint for Interactive Queries. Null if unchanged since last heartbeat, or if not defined on the client. (v0; nullable v0)
+    #: User-defined endpoint for Interactive Queries. Null if unchanged since last heartbeat, or if not defined on the client. (v0-1; nullable v0-1)
     user_endpoint: StreamsGroupHeartbeatRequestEndpoint | None = None
-    #: Used for rack-aware assignment algorithm. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Used for rack-aware assignment algorithm. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     client_tags: list[StreamsGroupHeartbeatRequestKeyValue] | None = None
-    #: Cumulative changelog offsets for tasks. Only updated when a warm-up task has caught up, and according to the task offset interval. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Cumulative changelog offsets for tasks. Only updated when a warm-up task has caught up, and according to the task offset interval. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     task_offsets: list[StreamsGroupHeartbeatRequestTaskOffset] | None = None
-    #: Cumulative changelog end-offsets for tasks. Only updated when a warm-up task has caught up, and according to the task offset interval. Null if unchanged since last heartbeat. (v0; nullable v0)
+    #: Cumulative changelog end-offsets for tasks. Only updated when a warm-up task has caught up, and according to the task offset interval. Null if unchanged since last heartbeat. (v0-1; nullable v0-1)
     task_end_offsets: list[StreamsGroupHeartbeatRequestTaskOffset] | None = None
-    #: Whether all Streams clients in the group should shut down. (v0)
+    #: Whether all Streams clients in the group should shut down. (v0-1)
     shutdown_application: bool = False
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)

@@ -5,15 +5,18 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
+from uuid import UUID
 
 from aiokproto.errors import KafkaProtocolError
 from aiokproto.protocol.base import Request, Response, Struct
 from aiokproto.protocol.primitives import (
+    ZERO_UUID,
     read_array_len,
     read_nullable_string,
     read_string,
     read_tag_count,
     read_tag_header,
+    read_uuid,
     unsupported_field_error,
     write_array_len,
     write_nullable_string,
@@ -29,11 +32,11 @@ _F_qh = struct.Struct(">qh")
 
 @dataclass(slots=True, kw_only=True)
 class TxnOffsetCommitResponsePartition(Struct):
-    """The responses for each partition in the topic. (versions 0-5)"""
+    """The responses for each partition in the topic. (versions 0-6)"""
 
-    #: The partition index. (v0-5)
+    #: The partition index. (v0-6)
     partition_index: int = 0
-    #: The error code, or 0 if there was no error. (v0-5)
+    #: The error code, or 0 if there was no error. (v0-6)
     error_code: int = 0
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -75,18 +78,23 @@ class TxnOffsetCommitResponsePartition(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class TxnOffsetCommitResponseTopic(Struct):
-    """The responses for each topic. (versions 0-5)"""
+    """The responses for each topic. (versions 0-6)"""
 
-    #: The topic name. (v0-5)
+    #: The topic name. (v0-5; ignorable)
     name: str = ""
-    #: The responses for each partition in the topic. (v0-5)
+    #: The topic ID. (v6; ignorable)
+    topic_id: UUID = ZERO_UUID
+    #: The responses for each partition in the topic. (v0-6)
     partitions: list[TxnOffsetCommitResponsePartition] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
 
     def _write(self, out: bytearray, version: int) -> None:
         flex = version >= 3
-        write_string(out, self.name, flex)
+        if version <= 5:
+            write_string(out, self.name, flex)
+        if version >= 6:
+            out += self.topic_id.bytes
         write_array_len(out, len(self.partitions), flex)
         for it_partitions in self.partitions:
             it_partitions._write(out, version)
@@ -100,8 +108,16 @@ class TxnOffsetCommitResponseTopic(Struct):
     def _read(cls, buf: memoryview, pos: int, version: int) -> tuple[Self, int]:
         flex = version >= 3
         v_name: str
+        v_topic_id: UUID
         v_partitions: list[TxnOffsetCommitResponsePartition]
-        v_name, pos = read_string(buf, pos, flex)
+        if version <= 5:
+            v_name, pos = read_string(buf, pos, flex)
+        else:
+            v_name = ""
+        if version >= 6:
+            v_topic_id, pos = read_uuid(buf, pos)
+        else:
+            v_topic_id = ZERO_UUID
         n, pos = read_array_len(buf, pos, flex)
         if n < 0:
             raise KafkaProtocolError("null array TxnOffsetCommitResponse.partitions")
@@ -121,24 +137,26 @@ class TxnOffsetCommitResponseTopic(Struct):
                         unknown = []
                     unknown.append((tag, bytes(buf[pos:end])))
                     pos = end
-        return cls(name=v_name, partitions=v_partitions, unknown_tagged_fields=unknown), pos
+        return cls(
+            name=v_name, topic_id=v_topic_id, partitions=v_partitions, unknown_tagged_fields=unknown
+        ), pos
 
 
 @dataclass(slots=True, kw_only=True)
 class TxnOffsetCommitResponse(Response):
-    """Kafka's ``TxnOffsetCommitResponse`` (API key 28), versions 0-5, flexible from 3."""
+    """Kafka's ``TxnOffsetCommitResponse`` (API key 28), versions 0-6, flexible from 3."""
 
     NAME: ClassVar[str] = "TxnOffsetCommitResponse"
     API_KEY: ClassVar[int] = 28
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
-    MAX_STABLE_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
+    MAX_STABLE_VERSION: ClassVar[int] = 6
     FLEXIBLE_MIN: ClassVar[int | None] = 3
     CLIENT_THROTTLE_FROM: ClassVar[int | None] = 1
 
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-5)
+    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (v0-6)
     throttle_time_ms: int = 0
-    #: The responses for each topic. (v0-5)
+    #: The responses for each topic. (v0-6)
     topics: list[TxnOffsetCommitResponseTopic] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -188,15 +206,15 @@ class TxnOffsetCommitResponse(Response):
 
 @dataclass(slots=True, kw_only=True)
 class TxnOffsetCommitRequestPartition(Struct):
-    """The partitions inside the topic that we want to commit offsets for. (versions 0-5)"""
+    """The partitions inside the topic that we want to commit offsets for. (versions 0-6)"""
 
-    #: The index of the partition within the topic. (v0-5)
+    #: The index of the partition within the topic. (v0-6)
     partition_index: int = 0
-    #: The message offset to be committed. (v0-5)
+    #: The message offset to be committed. (v0-6)
     committed_offset: int = 0
-    #: The leader epoch of the last consumed record. (v2-5; ignorable)
+    #: The leader epoch of the last consumed record. (v2-6; ignorable)
     committed_leader_epoch: int = -1
-    #: Any associated metadata the client wants to keep. (v0-5; nullable v0-5)
+    #: Any associated metadata the client wants to keep. (v0-6; nullable v0-6)
     committed_metadata: str | None = ""
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -251,18 +269,23 @@ class TxnOffsetCommitRequestPartition(Struct):
 
 @dataclass(slots=True, kw_only=True)
 class TxnOffsetCommitRequestTopic(Struct):
-    """Each topic that we want to commit offsets for. (versions 0-5)"""
+    """Each topic that we want to commit offsets for. (versions 0-6)"""
 
-    #: The topic name. (v0-5)
+    #: The topic name. (v0-5; ignorable)
     name: str = ""
-    #: The partitions inside the topic that we want to commit offsets for. (v0-5)
+    #: The topic ID. (v6; ignorable)
+    topic_id: UUID = ZERO_UUID
+    #: The partitions inside the topic that we want to commit offsets for. (v0-6)
     partitions: list[TxnOffsetCommitRequestPartition] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
 
     def _write(self, out: bytearray, version: int) -> None:
         flex = version >= 3
-        write_string(out, self.name, flex)
+        if version <= 5:
+            write_string(out, self.name, flex)
+        if version >= 6:
+            out += self.topic_id.bytes
         write_array_len(out, len(self.partitions), flex)
         for it_partitions in self.partitions:
             it_partitions._write(out, version)
@@ -276,8 +299,16 @@ class TxnOffsetCommitRequestTopic(Struct):
     def _read(cls, buf: memoryview, pos: int, version: int) -> tuple[Self, int]:
         flex = version >= 3
         v_name: str
+        v_topic_id: UUID
         v_partitions: list[TxnOffsetCommitRequestPartition]
-        v_name, pos = read_string(buf, pos, flex)
+        if version <= 5:
+            v_name, pos = read_string(buf, pos, flex)
+        else:
+            v_name = ""
+        if version >= 6:
+            v_topic_id, pos = read_uuid(buf, pos)
+        else:
+            v_topic_id = ZERO_UUID
         n, pos = read_array_len(buf, pos, flex)
         if n < 0:
             raise KafkaProtocolError("null array TxnOffsetCommitRequest.partitions")
@@ -297,36 +328,38 @@ class TxnOffsetCommitRequestTopic(Struct):
                         unknown = []
                     unknown.append((tag, bytes(buf[pos:end])))
                     pos = end
-        return cls(name=v_name, partitions=v_partitions, unknown_tagged_fields=unknown), pos
+        return cls(
+            name=v_name, topic_id=v_topic_id, partitions=v_partitions, unknown_tagged_fields=unknown
+        ), pos
 
 
 @dataclass(slots=True, kw_only=True)
 class TxnOffsetCommitRequest(Request):
-    """Kafka's ``TxnOffsetCommitRequest`` (API key 28), versions 0-5, flexible from 3."""
+    """Kafka's ``TxnOffsetCommitRequest`` (API key 28), versions 0-6, flexible from 3."""
 
     NAME: ClassVar[str] = "TxnOffsetCommitRequest"
     API_KEY: ClassVar[int] = 28
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
-    MAX_STABLE_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
+    MAX_STABLE_VERSION: ClassVar[int] = 6
     FLEXIBLE_MIN: ClassVar[int | None] = 3
     RESPONSE: ClassVar[type[TxnOffsetCommitResponse]] = TxnOffsetCommitResponse
 
-    #: The ID of the transaction. (v0-5)
+    #: The ID of the transaction. (v0-6)
     transactional_id: str = ""
-    #: The ID of the group. (v0-5)
+    #: The ID of the group. (v0-6)
     group_id: str = ""
-    #: The current producer ID in use by the transactional ID. (v0-5)
+    #: The current producer ID in use by the transactional ID. (v0-6)
     producer_id: int = 0
-    #: The current epoch associated with the producer ID. (v0-5)
+    #: The current epoch associated with the producer ID. (v0-6)
     producer_epoch: int = 0
-    #: The generation of the consumer. (v3-5)
-    generation_id: int = -1
-    #: The member ID assigned by the group coordinator. (v3-5)
+    #: The generation of the group if using the classic group protocol or the member epoch if using the consumer protocol. (v3-6)
+    generation_id_or_member_epoch: int = -1
+    #: The member ID assigned by the group coordinator. (v3-6)
     member_id: str = ""
-    #: The unique identifier of the consumer instance provided by end user. (v3-5; nullable v3-5)
+    #: The unique identifier of the consumer instance provided by end user. (v3-6; nullable v3-6)
     group_instance_id: str | None = None
-    #: Each topic that we want to commit offsets for. (v0-5)
+    #: Each topic that we want to commit offsets for. (v0-6)
     topics: list[TxnOffsetCommitRequestTopic] = field(default_factory=list)
     #: Tagged fields this version does not know, kept to be written back.
     unknown_tagged_fields: list[tuple[int, bytes]] | None = field(default=None, repr=False)
@@ -337,10 +370,12 @@ class TxnOffsetCommitRequest(Request):
         write_string(out, self.group_id, flex)
         out += _F_qh.pack(self.producer_id, self.producer_epoch)
         if version >= 3:
-            out += _F_i.pack(self.generation_id)
+            out += _F_i.pack(self.generation_id_or_member_epoch)
         else:
-            if self.generation_id != -1:
-                raise unsupported_field_error("TxnOffsetCommitRequest", "generation_id", version)
+            if self.generation_id_or_member_epoch != -1:
+                raise unsupported_field_error(
+                    "TxnOffsetCommitRequest", "generation_id_or_member_epoch", version
+                )
         if version >= 3:
             write_string(out, self.member_id, True)
         else:
@@ -369,7 +404,7 @@ class TxnOffsetCommitRequest(Request):
         v_group_id: str
         v_producer_id: int
         v_producer_epoch: int
-        v_generation_id: int
+        v_generation_id_or_member_epoch: int
         v_member_id: str
         v_group_instance_id: str | None
         v_topics: list[TxnOffsetCommitRequestTopic]
@@ -378,10 +413,10 @@ class TxnOffsetCommitRequest(Request):
         v_producer_id, v_producer_epoch = _F_qh.unpack_from(buf, pos)
         pos += _F_qh.size
         if version >= 3:
-            (v_generation_id,) = _F_i.unpack_from(buf, pos)
+            (v_generation_id_or_member_epoch,) = _F_i.unpack_from(buf, pos)
             pos += _F_i.size
         else:
-            v_generation_id = -1
+            v_generation_id_or_member_epoch = -1
         if version >= 3:
             v_member_id, pos = read_string(buf, pos, True)
         else:
@@ -414,7 +449,7 @@ class TxnOffsetCommitRequest(Request):
             group_id=v_group_id,
             producer_id=v_producer_id,
             producer_epoch=v_producer_epoch,
-            generation_id=v_generation_id,
+            generation_id_or_member_epoch=v_generation_id_or_member_epoch,
             member_id=v_member_id,
             group_instance_id=v_group_instance_id,
             topics=v_topics,

@@ -124,3 +124,37 @@ def test_tagged_fields_sorted_and_merged() -> None:
     out = bytearray()
     p.write_tagged_fields(out, [(1, b"a"), (4, b"b")], [(0, b"x"), (2, b"")])
     assert out == H("04 00 01 78 01 01 61 02 00 04 01 62")
+
+
+def test_arrays_over_the_brokers_element_cap_are_refused_before_encoding() -> None:
+    # Kafka 4.4 closes the connection on an array of more than 1,000,000 elements: the
+    # client says so at encode time instead (the boundary itself still encodes)
+    from aiokproto.protocol.messages.offset_fetch import (
+        OffsetFetchRequest,
+        OffsetFetchRequestGroup,
+        OffsetFetchRequestTopics,
+    )
+
+    cap = p.MAX_ARRAY_ELEMENTS
+    out = bytearray()
+    p.write_int_array(out, [0] * cap, True, "i")
+    assert len(out) == 3 + 4 * cap  # uvarint(cap + 1) takes 3 bytes
+    for write in (
+        lambda: p.write_int_array(bytearray(), [0] * (cap + 1), False, "i"),
+        lambda: p.write_string_array(bytearray(), [""] * (cap + 1), True),
+        lambda: p.write_uuid_array(bytearray(), [UUID(int=0)] * (cap + 1), True),
+        lambda: p.write_array_len(bytearray(), cap + 1, False),
+    ):
+        with pytest.raises(ValueError, match="more than 1,000,000 elements; split"):
+            write()
+    p.write_array_len(bytearray(), -1, True)  # null stays null
+    request = OffsetFetchRequest(
+        groups=[
+            OffsetFetchRequestGroup(
+                group_id="g",
+                topics=[OffsetFetchRequestTopics(name="t", partition_indexes=[0] * (cap + 1))],
+            )
+        ]
+    )
+    with pytest.raises(ValueError, match="1,000,001 elements"):
+        request.encode(OffsetFetchRequest.MAX_STABLE_VERSION)
