@@ -764,3 +764,56 @@ async def test_after_a_refusal_later_batches_are_cut_before_they_go() -> None:
     # the pieces cut before sending went several to a drain, like new batches
     assert rounds < len(sent)
     assert [h.result().offset for h in handles] == list(range(180))
+
+
+# -- review: handles of records of split batches ----------------------------------------
+
+
+def _split_with_a_failed_tail(rig: Rig, count: int = 40) -> tuple[list[Any], ProducerBatch]:
+    """A batch split in pieces: the first piece delivered at offset 0, the rest expired."""
+    handles = [rig.send(value=b"x" * 1000) for _ in range(count)]
+    ((_, (big,)),) = rig.drain(after=0.1, capacity=1).requests
+    rig.acc.split(big)
+    ((_, (first,)),) = rig.drain(after=0.1, capacity=1).requests
+    assert rig.drain(after=5.0).requests == []  # the other pieces expire
+    rig.acc.complete(first, BatchResult(0, -1, 0))
+    assert big.future.done()
+    return handles, big
+
+
+def _expiring_rig() -> Rig:
+    return Rig(
+        batch_size=100_000,
+        enable_idempotence=False,
+        acks=1,
+        delivery_timeout_ms=1000,
+        request_timeout_ms=500,
+    )
+
+
+async def test_first_delivered_of_a_split_batch_raises_any_record_error() -> None:
+    """first_delivered promises the first error of any of its records: a record of a
+    split batch may fail in another piece than the one whose handle was watched (it
+    hung when the first record failed and a later one did not, and reported success
+    in the other case)."""
+    from aiokproto.errors import KafkaError
+    from aiokproto.producer.delivery import first_delivered
+
+    for failed in (0, -1):  # the first piece fails, or the last
+        rig = Rig(batch_size=100_000, enable_idempotence=False, acks=1)
+        handles = [rig.send(value=b"x" * 1000) for _ in range(40)]
+        together = first_delivered(handles)
+        ((_, (big,)),) = rig.drain(capacity=1).requests
+        count = rig.acc.split(big)
+        assert count >= 2
+        for i in range(count):
+            ((_, (piece,)),) = rig.drain(capacity=1).requests
+            if i == failed % count:
+                rig.acc.fail(piece, KafkaError("boom"))
+            else:
+                rig.acc.complete(piece, BatchResult(100 * i, -1, 0))
+        assert big.future.done()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert together.done(), failed
+        assert str(together.exception()) == "boom"
