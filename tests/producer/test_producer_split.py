@@ -244,3 +244,95 @@ async def test_cancelled_waiters_leave_split_records_to_be_delivered(
     assert offsets == [i for i in range(3000) if i != 5]
     got = consume(kafka.bootstrap_servers, topic_name, 3000)
     assert [m.value() for m in got] == [value(i) for i in range(3000)]
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+async def test_split_callbacks_batch_deliveries_and_memory_with_compression(
+    kafka: Any, topic_name: str, codec: str
+) -> None:
+    """Review of KIP-126 under compression (random-ish values, so pieces are refused
+    and split again): each on_delivery callback runs once with its record's own offset,
+    a send_batch's metadata match the log, and the buffer charge sums back to zero."""
+    import random
+
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2, configs=LIMIT)
+    rng = random.Random(7)
+    values = [b"%08d" % i + rng.randbytes(1016) for i in range(4000)]
+    calls: dict[int, list[tuple[Any, Any]]] = {}
+
+    def report(i: int) -> Any:
+        return lambda error, meta: calls.setdefault(i, []).append((error, meta))
+
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        batch_size=1_000_000,
+        linger_ms=20,
+        compression_type=codec,
+        **FAST,
+    ) as producer:
+        handles = [
+            await producer.send(topic_name, v, partition=i % 2, on_delivery=report(i))
+            for i, v in enumerate(values[:2000])
+        ]
+        delivery = await producer.send_batch(topic_name, values[2000:], partition=0)
+        metas = await delivery
+        await wait_delivered(handles)
+        await producer.flush()
+        assert any(pq.split_limit for pq in producer._acc.partition_queues())
+        assert producer._acc.used == 0 and not producer._acc.incomplete
+    assert sorted(calls) == list(range(2000))
+    assert all(len(c) == 1 and c[0][0] is None for c in calls.values())
+    for i, h in enumerate(handles):
+        meta = calls[i][0][1]
+        assert (meta.partition, meta.offset) == (i % 2, h.result().offset)
+    p1 = [h.result().offset for h in handles[1::2]]
+    assert p1 == list(range(1000))
+    p0 = [h.result().offset for h in handles[0::2]] + [m.offset for m in metas]
+    assert p0 == list(range(3000))
+    got = consume(kafka.bootstrap_servers, topic_name, 4000, partitions=2)
+    by_partition: dict[int, list[bytes]] = {0: [], 1: []}
+    for m in got:
+        by_partition[m.partition()].append(m.value())
+    assert by_partition[1] == values[1:2000:2]
+    assert by_partition[0] == values[0:2000:2] + values[2000:]
+
+
+async def test_records_too_large_amid_pipelined_batches_keep_one_producer_id(
+    kafka: Any, topic_name: str
+) -> None:
+    """Review of KIP-360: records too large alone, refused while later batches of the
+    partition are numbered and in flight (answered after the local epoch bump): every
+    other record is delivered once and in order, and the producer id never changes."""
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    big = b"B" * 150_000
+    values: list[bytes] = []
+    for i in range(3000):
+        values.append(value(i))
+        if i % 150 == 75:
+            values.append(big)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        batch_size=16_384,
+        linger_ms=0,
+        **FAST,
+    ) as producer:
+        handles = []
+        for v in values:
+            handles.append(await producer.send(topic_name, v))
+            if len(handles) % 7 == 0:
+                await asyncio.sleep(0)  # let the sender pipeline batches
+        first_id = producer._acc.identity.producer_id
+        await producer.flush()
+        for v, h in zip(values, handles):
+            if v is big:
+                assert isinstance(h.exception(), RecordTooLargeError), h.exception()
+            else:
+                assert h.exception() is None, h.exception()
+        assert producer._acc.identity.producer_id == first_id
+        # at most one local bump per refused record (no InitProducerId, no new id)
+        assert producer._acc.identity.epoch <= sum(v is big for v in values)
+        assert producer._acc.used == 0
+        offsets = [h.result().offset for v, h in zip(values, handles) if v is not big]
+    assert offsets == list(range(3000))
+    got = consume(kafka.bootstrap_servers, topic_name, 3000)
+    assert [m.value() for m in got] == [value(i) for i in range(3000)]
