@@ -323,7 +323,7 @@ async def test_records_too_large_amid_pipelined_batches_keep_one_producer_id(
                 await asyncio.sleep(0)  # let the sender pipeline batches
         first_id = producer._acc.identity.producer_id
         await producer.flush()
-        for v, h in zip(values, handles):
+        for v, h in zip(values, handles, strict=True):
             if v is big:
                 assert isinstance(h.exception(), RecordTooLargeError), h.exception()
             else:
@@ -332,7 +332,7 @@ async def test_records_too_large_amid_pipelined_batches_keep_one_producer_id(
         # at most one local bump per refused record (no InitProducerId, no new id)
         assert producer._acc.identity.epoch <= sum(v is big for v in values)
         assert producer._acc.used == 0
-        offsets = [h.result().offset for v, h in zip(values, handles) if v is not big]
+        offsets = [h.result().offset for v, h in zip(values, handles, strict=True) if v is not big]
     assert offsets == list(range(3000))
     got = consume(kafka.bootstrap_servers, topic_name, 3000)
     assert [m.value() for m in got] == [value(i) for i in range(3000)]
