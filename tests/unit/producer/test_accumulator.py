@@ -925,3 +925,38 @@ async def test_a_retried_piece_goes_again_before_its_later_siblings(idempotent: 
         written += records(batch)
         rig.acc.complete(batch, BatchResult(len(written), -1, 0))
     assert written == values
+
+
+async def test_a_batch_failed_by_an_expiry_in_the_same_drain_is_not_sent() -> None:
+    """A transaction turns abortable when a queued batch expires, and that fails the
+    partition's other queued batches (fail_unsent, from on_fail) inside the drain's
+    own _expire: the drain must not go on to send them from its old view of the queue
+    (an already failed batch went out, and its partition's in-flight count never came
+    down: the partition stalled)."""
+    from aiokproto.errors import TransactionAbortedError
+
+    rig = Rig(
+        batch_size=1_000,
+        enable_idempotence=False,
+        acks=1,
+        delivery_timeout_ms=1_000,
+        request_timeout_ms=500,
+        linger_ms=0,
+    )
+    failed: list[ProducerBatch] = []
+
+    def on_fail(batch: ProducerBatch, error: BaseException) -> None:
+        failed.append(batch)
+        if not isinstance(error, TransactionAbortedError):  # as TransactionManager does
+            rig.acc.fail_unsent(TransactionAbortedError("the transaction failed"))
+
+    rig.acc.on_fail = on_fail
+    old = rig.send(value=b"o" * 900)
+    await asyncio.sleep(0.2)
+    new = rig.send(value=b"n" * 900)  # a batch of its own, created 200 ms later
+    assert len(rig.acc.queue("t", 0).batches) == 2
+    plan = rig.drain(after=0.9)  # past the first's deadline, not the second's
+    assert isinstance(old.exception(), KafkaTimeoutError)
+    assert isinstance(new.exception(), TransactionAbortedError)
+    assert plan.requests == []
+    assert rig.acc.queue("t", 0).in_flight == 0 and rig.acc.used == 0
