@@ -336,3 +336,53 @@ async def test_records_too_large_amid_pipelined_batches_keep_one_producer_id(
     assert offsets == list(range(3000))
     got = consume(kafka.bootstrap_servers, topic_name, 3000)
     assert [m.value() for m in got] == [value(i) for i in range(3000)]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+async def test_an_abortable_transaction_fails_every_call_typed_and_fast(
+    kafka: Any, topic_name: str, fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of issue 34 defect 3: once abortable, send() (compiled fast path or not),
+    send_batch(), send_offsets_to_transaction() and commit_transaction() raise typed
+    errors at once; abort, begin, and send() goes through the fast path again."""
+    from aiokproto.errors import IllegalStateError
+    from aiokproto.producer import producer as producer_module
+    from aiokproto.structs import TopicPartition
+
+    if not fast:
+        monkeypatch.setattr(producer_module, "_send_fast", None)
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        transactional_id=f"abortable-calls-{uuid.uuid4().hex[:8]}",
+        linger_ms=0,
+        **{**FAST, "max_block_ms": 60_000},
+    ) as producer:
+        loop = asyncio.get_running_loop()
+        await producer.begin_transaction()
+        ok = await producer.send(topic_name, value(0))
+        await ok
+        with pytest.raises(RecordTooLargeError):
+            await (await producer.send(topic_name, b"B" * 150_000))
+        start = loop.time()
+        for _ in range(3):
+            with pytest.raises(TransactionAbortableError):
+                await producer.send(topic_name, value(1))
+        with pytest.raises(TransactionAbortableError):
+            await producer.send_batch(topic_name, [value(2)])
+        with pytest.raises(IllegalStateError) as info:
+            await producer.send_offsets_to_transaction(
+                {TopicPartition(topic_name, 0): 1}, f"g-{uuid.uuid4().hex[:6]}"
+            )
+        assert isinstance(info.value.__cause__, RecordTooLargeError)
+        with pytest.raises(RecordTooLargeError):
+            await producer.commit_transaction()
+        assert loop.time() - start < 5
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+        assert producer._plain
+        last = [await producer.send(topic_name, value(i)) for i in range(10, 20)]
+        await producer.commit_transaction()
+        assert [h.exception() for h in last] == [None] * 10
+    got = await read(kafka, topic_name, 1, "read_committed", 10)
+    assert got == [value(i) for i in range(10, 20)]
