@@ -386,3 +386,24 @@ async def test_an_abortable_transaction_fails_every_call_typed_and_fast(
         assert [h.exception() for h in last] == [None] * 10
     got = await read(kafka, topic_name, 1, "read_committed", 10)
     assert got == [value(i) for i in range(10, 20)]
+
+
+async def test_a_built_batch_whose_first_record_is_too_large_alone_fails_not_hangs(
+    kafka: Any, topic_name: str
+) -> None:
+    """aiokafka's send_batch(create_batch(), topic, partition=): its first record too
+    large for the topic, the rest fine: the batch is split, the rest is delivered and
+    the call's future raises the first record's error (it never resolved before)."""
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers, batch_size=1_000_000, linger_ms=5, **FAST
+    ) as producer:
+        built = producer.create_batch()
+        assert built.append(value=b"B" * 150_000, key=None, timestamp=None) is not None
+        for i in range(50):
+            assert built.append(value=value(i), key=None, timestamp=None) is not None
+        future = await producer.send_batch(built, topic_name, partition=0)
+        with pytest.raises(RecordTooLargeError):
+            await asyncio.wait_for(future, 20)
+    got = consume(kafka.bootstrap_servers, topic_name, 50)
+    assert [m.value() for m in got] == [value(i) for i in range(50)]
