@@ -840,9 +840,20 @@ async def test_random_splits_failures_and_retries_settle_every_record_once(
         "request_timeout_ms": 1_000,
     }
     if not idempotent:
-        options.update(enable_idempotence=False, acks=1)
+        # one request in flight: then records must be written in order (as in Java)
+        options.update(enable_idempotence=False, acks=1, max_in_flight_requests_per_connection=1)
     rig = Rig(**options)
     rig.acc.set_identity(ProducerIdentity(5, 0))
+    last_written = {0: -1, 1: -1}
+
+    def check_order(batch: ProducerBatch) -> None:
+        if idempotent:
+            return
+        for value in records(batch):
+            index = int((value or b"").rstrip(b"x"))
+            assert index > last_written[batch.partition], (index, last_written)
+            last_written[batch.partition] = index
+
     calls: dict[tuple[int, int], int] = {}
     handles: list[Any] = []
     offsets = {0: 0, 1: 0}
@@ -873,6 +884,7 @@ async def test_random_splits_failures_and_retries_settle_every_record_once(
                         for s in range(batch.sequence, batch.sequence + batch.record_count):
                             k = (batch.partition, batch.builder.producer_epoch, s)
                             written[k] = written.get(k, 0) + 1
+                    check_order(batch)
                     rig.acc.complete(batch, BatchResult(offsets[batch.partition], -1, 0))
                     offsets[batch.partition] += batch.record_count
         if plan.reset_wanted:
@@ -883,6 +895,7 @@ async def test_random_splits_failures_and_retries_settle_every_record_once(
         plan = rig.drain(after=100.0)
         for _, batches in plan.requests:
             for batch in batches:
+                check_order(batch)
                 rig.acc.complete(batch, BatchResult(offsets[batch.partition], -1, 0))
                 offsets[batch.partition] += batch.record_count
         if plan.reset_wanted:
