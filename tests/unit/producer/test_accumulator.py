@@ -973,3 +973,128 @@ async def test_a_batch_failed_by_an_expiry_in_the_same_drain_is_not_sent() -> No
     assert isinstance(new.exception(), TransactionAbortedError)
     assert plan.requests == []
     assert rig.acc.queue("t", 0).in_flight == 0 and rig.acc.used == 0
+
+
+class _FakeLeader:
+    """A partition leader's idempotence checks, as the broker makes them: per
+    partition, the producer's epoch and next sequence; a newer epoch starts at 0."""
+
+    def __init__(self) -> None:
+        self.state: dict[int, tuple[int, int]] = {}
+        self.log: dict[int, list[bytes]] = {0: [], 1: []}
+
+    def answer(self, batch: ProducerBatch) -> str:
+        p, epoch, seq = batch.partition, batch.builder.producer_epoch, batch.sequence
+        count = batch.record_count
+        known = self.state.get(p)
+        if known is None or epoch > known[0]:
+            ok = seq == 0
+        elif epoch < known[0]:
+            return "fenced"
+        elif seq == known[1]:
+            ok = True
+        elif seq + count <= known[1]:
+            return "duplicate"
+        else:
+            ok = False
+        if not ok:
+            return "out_of_order"
+        self.state[p] = (epoch, increment_sequence(seq, count))
+        self.log[p] += [v or b"" for v in records(batch)]
+        return "written"
+
+
+@pytest.mark.parametrize("seed", range(30))
+async def test_random_refusals_splits_and_bumps_against_a_fake_leader(seed: int) -> None:
+    """Review fuzz of the idempotent paths (the sender's rules, a leader's sequence
+    checks): batches refused as too large (split), refused outright (sequence given
+    back), lost after being written (retried), answered out of order (reset, local
+    epoch bump): no record written twice, each partition's log in send order, every
+    record settled once and the memory back to 0."""
+    import random
+
+    from aiokproto.errors import InvalidRecordError, OutOfOrderSequenceNumberError
+    from aiokproto.producer.sender import Action, decide
+
+    rng = random.Random(seed)
+    rig = Rig(batch_size=6_000, delivery_timeout_ms=600_000, linger_ms=0)
+    rig.acc.set_identity(ProducerIdentity(5, 0))
+    leader = _FakeLeader()
+    maybe_written: set[int] = set()
+    handles: list[Any] = []
+    calls: dict[int, int] = {}
+    for _ in range(80):
+        for _ in range(rng.randrange(0, 25)):
+            i = len(handles)
+            h = rig.send(partition=i % 2, value=b"%06d" % i + b"x" * rng.randrange(50, 700))
+            h.add_done_callback(lambda h, i=i: calls.__setitem__(i, calls.get(i, 0) + 1))
+            handles.append(h)
+        plan = rig.drain(after=0.01)
+        dropped: set[int] = set()  # partitions whose connection dropped this round
+        for _, batches in plan.requests:
+            for batch in batches:
+                roll = rng.random()
+                now = rig.loop.time()
+                if batch.partition in dropped:  # later requests on it are lost too
+                    rig.acc.retry(batch, KafkaConnectionError("lost"), now)
+                    continue
+                # (a batch once written is not refused later: the same bytes)
+                fresh = id(batch) not in maybe_written
+                if roll < 0.15 and batch.record_count > 1 and fresh:
+                    rig.acc.split(batch)  # MESSAGE_TOO_LARGE: nothing written
+                    continue
+                if roll < 0.2 and fresh:
+                    rig.acc.fail_refused(batch, InvalidRecordError("refused"))
+                    continue
+                if roll < 0.3:  # the connection dropped: written or not
+                    dropped.add(batch.partition)
+                    if rng.random() < 0.5:
+                        maybe_written.add(id(batch))
+                        leader.answer(batch)
+                    rig.acc.retry(batch, KafkaConnectionError("lost"), now)
+                    continue
+                outcome = leader.answer(batch)
+                if outcome in ("written", "duplicate"):
+                    rig.acc.complete(batch, BatchResult(0, -1, 0))
+                    continue
+                assert outcome == "out_of_order", outcome
+                action = decide(
+                    OutOfOrderSequenceNumberError.errno,
+                    idempotent=True,
+                    first_unresolved=batch.queue.is_first_unresolved(batch),
+                )
+                if action is Action.RESET:
+                    batch.queue.needs_reset = True
+                rig.acc.retry(batch, KafkaConnectionError("out of order"), now)
+        if plan.reset_wanted:
+            ident = rig.acc.identity
+            rig.acc.set_identity(ProducerIdentity(ident.producer_id, ident.epoch + 1))
+        await asyncio.sleep(0)
+    for _ in range(500):
+        if not rig.acc.incomplete:
+            break
+        plan = rig.drain(after=0.01)
+        for _, batches in plan.requests:
+            for batch in batches:
+                outcome = leader.answer(batch)
+                if outcome in ("written", "duplicate"):
+                    rig.acc.complete(batch, BatchResult(0, -1, 0))
+                else:
+                    first = batch.queue.is_first_unresolved(batch)
+                    if first:
+                        batch.queue.needs_reset = True
+                    rig.acc.retry(batch, KafkaConnectionError("out of order"), rig.loop.time())
+        if plan.reset_wanted:
+            ident = rig.acc.identity
+            rig.acc.set_identity(ProducerIdentity(ident.producer_id, ident.epoch + 1))
+    assert not rig.acc.incomplete
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert rig.acc.used == 0
+    assert sorted(calls) == list(range(len(handles))) and set(calls.values()) == {1}
+    for p, log in leader.log.items():
+        indexes = [int(v.rstrip(b"x")) for v in log]
+        assert len(indexes) == len(set(indexes)), f"partition {p}: a record written twice"
+        assert indexes == sorted(indexes), f"partition {p}: out of order"
+        delivered = {i for i, h in enumerate(handles) if i % 2 == p and h.exception() is None}
+        assert delivered <= set(indexes)
