@@ -245,8 +245,10 @@ class Accumulator:
         self._rotate = start = (self._rotate + 1) % n  # no partition always goes first
         for j in range(n):
             pq = queues[(start + j) % n]
-            batches = pq.batches
             self._expire(pq, now)
+            # read after: a failure may fail the rest (fail_unsent, in a transaction
+            # turned abortable), which replaces the queue
+            batches = pq.batches
             if not batches:
                 del self._active[pq]
                 continue
@@ -297,6 +299,7 @@ class Accumulator:
                 if pq.split_limit and batch.order < 0 and self._cut(batch):
                     batch = batches.popleft()  # its first piece
                 if not self._prepare(pq, batch, idempotent):
+                    batches = pq.batches  # (as after _expire)
                     continue
                 pq.node = leader
                 if taken == len(rounds):

@@ -326,11 +326,13 @@ class PartitionQueue:
     # -- queue ------------------------------------------------------------------
 
     def requeue(self, batch: ProducerBatch) -> None:
-        """Put a batch back for retry, before newer ones, in drain order."""
+        """Put a batch back for retry, before newer ones, in drain order. A queued
+        batch of the same order is a later piece of the same split (its pieces go one
+        at a time, in order): the batch goes before it."""
         batches = self.batches
         index = len(batches)
         for i, other in enumerate(batches):
-            if other.order < 0 or other.order > batch.order:
+            if other.order < 0 or other.order >= batch.order:
                 index = i
                 break
         batches.insert(index, batch)

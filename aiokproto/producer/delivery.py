@@ -625,11 +625,17 @@ def first_delivered(handles: Sequence[DeliveryFuture]) -> asyncio.Future[RecordM
         if out.done():
             return
         error = handle.exception()
+        batch = handle.batch
+        if error is None and batch is not None and batch.split is not None:
+            # split: each record's outcome is its piece's, not the watched one's
+            for each in handles:
+                if each._batch is batch and (error := each.exception()) is not None:
+                    break
         if error is not None:
             out.set_exception(error)
             out.exception()  # the caller may never await it
             return
-        pending.pop(id(handle.batch), None)
+        pending.pop(id(batch), None)
         if not pending:
             out.set_result(handles[0].result())
 

@@ -244,3 +244,166 @@ async def test_cancelled_waiters_leave_split_records_to_be_delivered(
     assert offsets == [i for i in range(3000) if i != 5]
     got = consume(kafka.bootstrap_servers, topic_name, 3000)
     assert [m.value() for m in got] == [value(i) for i in range(3000)]
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+async def test_split_callbacks_batch_deliveries_and_memory_with_compression(
+    kafka: Any, topic_name: str, codec: str
+) -> None:
+    """Review of KIP-126 under compression (random-ish values, so pieces are refused
+    and split again): each on_delivery callback runs once with its record's own offset,
+    a send_batch's metadata match the log, and the buffer charge sums back to zero."""
+    import random
+
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2, configs=LIMIT)
+    rng = random.Random(7)
+    values = [b"%08d" % i + rng.randbytes(1016) for i in range(4000)]
+    calls: dict[int, list[tuple[Any, Any]]] = {}
+
+    def report(i: int) -> Any:
+        return lambda error, meta: calls.setdefault(i, []).append((error, meta))
+
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        batch_size=1_000_000,
+        linger_ms=20,
+        compression_type=codec,
+        **FAST,
+    ) as producer:
+        handles = [
+            await producer.send(topic_name, v, partition=i % 2, on_delivery=report(i))
+            for i, v in enumerate(values[:2000])
+        ]
+        delivery = await producer.send_batch(topic_name, values[2000:], partition=0)
+        metas = await delivery
+        await wait_delivered(handles)
+        await producer.flush()
+        assert any(pq.split_limit for pq in producer._acc.partition_queues())
+        assert producer._acc.used == 0 and not producer._acc.incomplete
+    assert sorted(calls) == list(range(2000))
+    assert all(len(c) == 1 and c[0][0] is None for c in calls.values())
+    for i, h in enumerate(handles):
+        meta = calls[i][0][1]
+        assert (meta.partition, meta.offset) == (i % 2, h.result().offset)
+    p1 = [h.result().offset for h in handles[1::2]]
+    assert p1 == list(range(1000))
+    p0 = [h.result().offset for h in handles[0::2]] + [m.offset for m in metas]
+    assert p0 == list(range(3000))
+    got = consume(kafka.bootstrap_servers, topic_name, 4000, partitions=2)
+    by_partition: dict[int, list[bytes]] = {0: [], 1: []}
+    for m in got:
+        by_partition[m.partition()].append(m.value())
+    assert by_partition[1] == values[1:2000:2]
+    assert by_partition[0] == values[0:2000:2] + values[2000:]
+
+
+async def test_records_too_large_amid_pipelined_batches_keep_one_producer_id(
+    kafka: Any, topic_name: str
+) -> None:
+    """Review of KIP-360: records too large alone, refused while later batches of the
+    partition are numbered and in flight (answered after the local epoch bump): every
+    other record is delivered once and in order, and the producer id never changes."""
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    big = b"B" * 150_000
+    values: list[bytes] = []
+    for i in range(3000):
+        values.append(value(i))
+        if i % 150 == 75:
+            values.append(big)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        batch_size=16_384,
+        linger_ms=0,
+        **FAST,
+    ) as producer:
+        handles = []
+        for v in values:
+            handles.append(await producer.send(topic_name, v))
+            if len(handles) % 7 == 0:
+                await asyncio.sleep(0)  # let the sender pipeline batches
+        first_id = producer._acc.identity.producer_id
+        await producer.flush()
+        for v, h in zip(values, handles, strict=True):
+            if v is big:
+                assert isinstance(h.exception(), RecordTooLargeError), h.exception()
+            else:
+                assert h.exception() is None, h.exception()
+        assert producer._acc.identity.producer_id == first_id
+        # at most one local bump per refused record (no InitProducerId, no new id)
+        assert producer._acc.identity.epoch <= sum(v is big for v in values)
+        assert producer._acc.used == 0
+        offsets = [h.result().offset for v, h in zip(values, handles, strict=True) if v is not big]
+    assert offsets == list(range(3000))
+    got = consume(kafka.bootstrap_servers, topic_name, 3000)
+    assert [m.value() for m in got] == [value(i) for i in range(3000)]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+async def test_an_abortable_transaction_fails_every_call_typed_and_fast(
+    kafka: Any, topic_name: str, fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of issue 34 defect 3: once abortable, send() (compiled fast path or not),
+    send_batch(), send_offsets_to_transaction() and commit_transaction() raise typed
+    errors at once; abort, begin, and send() goes through the fast path again."""
+    from aiokproto.errors import IllegalStateError
+    from aiokproto.producer import producer as producer_module
+    from aiokproto.structs import TopicPartition
+
+    if not fast:
+        monkeypatch.setattr(producer_module, "_send_fast", None)
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        transactional_id=f"abortable-calls-{uuid.uuid4().hex[:8]}",
+        linger_ms=0,
+        **{**FAST, "max_block_ms": 60_000},
+    ) as producer:
+        loop = asyncio.get_running_loop()
+        await producer.begin_transaction()
+        ok = await producer.send(topic_name, value(0))
+        await ok
+        with pytest.raises(RecordTooLargeError):
+            await (await producer.send(topic_name, b"B" * 150_000))
+        start = loop.time()
+        for _ in range(3):
+            with pytest.raises(TransactionAbortableError):
+                await producer.send(topic_name, value(1))
+        with pytest.raises(TransactionAbortableError):
+            await producer.send_batch(topic_name, [value(2)])
+        with pytest.raises(IllegalStateError) as info:
+            await producer.send_offsets_to_transaction(
+                {TopicPartition(topic_name, 0): 1}, f"g-{uuid.uuid4().hex[:6]}"
+            )
+        assert isinstance(info.value.__cause__, RecordTooLargeError)
+        with pytest.raises(RecordTooLargeError):
+            await producer.commit_transaction()
+        assert loop.time() - start < 5
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+        assert producer._plain
+        last = [await producer.send(topic_name, value(i)) for i in range(10, 20)]
+        await producer.commit_transaction()
+        assert [h.exception() for h in last] == [None] * 10
+    got = await read(kafka, topic_name, 1, "read_committed", 10)
+    assert got == [value(i) for i in range(10, 20)]
+
+
+async def test_a_built_batch_whose_first_record_is_too_large_alone_fails_not_hangs(
+    kafka: Any, topic_name: str
+) -> None:
+    """aiokafka's send_batch(create_batch(), topic, partition=): its first record too
+    large for the topic, the rest fine: the batch is split, the rest is delivered and
+    the call's future raises the first record's error (it never resolved before)."""
+    await create_topic(kafka.bootstrap_servers, topic_name, configs=LIMIT)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers, batch_size=1_000_000, linger_ms=5, **FAST
+    ) as producer:
+        built = producer.create_batch()
+        assert built.append(value=b"B" * 150_000, key=None, timestamp=None) is not None
+        for i in range(50):
+            assert built.append(value=value(i), key=None, timestamp=None) is not None
+        future = await producer.send_batch(built, topic_name, partition=0)
+        with pytest.raises(RecordTooLargeError):
+            await asyncio.wait_for(future, 20)
+    got = consume(kafka.bootstrap_servers, topic_name, 50)
+    assert [m.value() for m in got] == [value(i) for i in range(50)]

@@ -764,3 +764,337 @@ async def test_after_a_refusal_later_batches_are_cut_before_they_go() -> None:
     # the pieces cut before sending went several to a drain, like new batches
     assert rounds < len(sent)
     assert [h.result().offset for h in handles] == list(range(180))
+
+
+# -- review: handles of records of split batches ----------------------------------------
+
+
+def _split_with_a_failed_tail(rig: Rig, count: int = 40) -> tuple[list[Any], ProducerBatch]:
+    """A batch split in pieces: the first piece delivered at offset 0, the rest expired."""
+    handles = [rig.send(value=b"x" * 1000) for _ in range(count)]
+    ((_, (big,)),) = rig.drain(after=0.1, capacity=1).requests
+    rig.acc.split(big)
+    ((_, (first,)),) = rig.drain(after=0.1, capacity=1).requests
+    assert rig.drain(after=5.0).requests == []  # the other pieces expire
+    rig.acc.complete(first, BatchResult(0, -1, 0))
+    assert big.future.done()
+    return handles, big
+
+
+def _expiring_rig() -> Rig:
+    return Rig(
+        batch_size=100_000,
+        enable_idempotence=False,
+        acks=1,
+        delivery_timeout_ms=1000,
+        request_timeout_ms=500,
+    )
+
+
+async def test_first_delivered_of_a_split_batch_raises_any_record_error() -> None:
+    """first_delivered promises the first error of any of its records: a record of a
+    split batch may fail in another piece than the one whose handle was watched (it
+    hung when the first record failed and a later one did not, and reported success
+    in the other case)."""
+    from aiokproto.errors import KafkaError
+    from aiokproto.producer.delivery import first_delivered
+
+    for failed in (0, -1):  # the first piece fails, or the last
+        rig = Rig(batch_size=100_000, enable_idempotence=False, acks=1)
+        handles = [rig.send(value=b"x" * 1000) for _ in range(40)]
+        together = first_delivered(handles)
+        ((_, (big,)),) = rig.drain(capacity=1).requests
+        count = rig.acc.split(big)
+        assert count >= 2
+        for i in range(count):
+            ((_, (piece,)),) = rig.drain(capacity=1).requests
+            if i == failed % count:
+                rig.acc.fail(piece, KafkaError("boom"))
+            else:
+                rig.acc.complete(piece, BatchResult(100 * i, -1, 0))
+        assert big.future.done()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert together.done(), failed
+        assert str(together.exception()) == "boom"
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_random_splits_failures_and_retries_settle_every_record_once(
+    seed: int, idempotent: bool
+) -> None:
+    """Review fuzz: sends, drains and random outcomes (done, refused as too large and
+    split, retried, failed, purged, expired): every record's callback runs exactly
+    once, the delivered ones with distinct offsets, sequences of a partition never
+    overlap under one epoch, and the buffer charge sums back to zero."""
+    import random
+
+    from aiokproto.errors import KafkaError
+    from aiokproto.producer.batch import NO_SEQUENCE
+
+    rng = random.Random(seed)
+    options: dict[str, Any] = {
+        "batch_size": 8_000,
+        "delivery_timeout_ms": 2_000,
+        "request_timeout_ms": 1_000,
+    }
+    if not idempotent:
+        # one request in flight: then records must be written in order (as in Java)
+        options.update(enable_idempotence=False, acks=1, max_in_flight_requests_per_connection=1)
+    rig = Rig(**options)
+    rig.acc.set_identity(ProducerIdentity(5, 0))
+    last_written = {0: -1, 1: -1}
+
+    def check_order(batch: ProducerBatch) -> None:
+        if idempotent:
+            return
+        for value in records(batch):
+            index = int((value or b"").rstrip(b"x"))
+            assert index > last_written[batch.partition], (index, last_written)
+            last_written[batch.partition] = index
+
+    calls: dict[tuple[int, int], int] = {}
+    handles: list[Any] = []
+    offsets = {0: 0, 1: 0}
+    written: dict[tuple[int, int, int], int] = {}  # (partition, epoch, seq) -> times
+    for _ in range(60):
+        for _ in range(rng.randrange(0, 30)):
+            p = rng.randrange(2)
+            h = rig.send(partition=p, value=b"%d" % len(handles) + b"x" * rng.randrange(50, 900))
+            key = (p, len(handles))
+            h.add_done_callback(lambda h, key=key: calls.__setitem__(key, calls.get(key, 0) + 1))
+            handles.append(h)
+        if rng.random() < 0.05:
+            rig.acc.purge(KafkaError("purged"))
+        plan = rig.drain(after=rng.choice([0.001, 0.05, 1.0]))
+        for _, batches in plan.requests:
+            for batch in batches:
+                roll = rng.random()
+                if roll < 0.25 and batch.record_count > 1:
+                    rig.acc.split(batch)
+                elif roll < 0.35:
+                    rig.acc.retry(batch, KafkaConnectionError("x"), rig.loop.time())
+                elif roll < 0.4:
+                    rig.acc.fail_refused(batch, KafkaError("refused"))
+                elif roll < 0.43:
+                    rig.acc.fail(batch, KafkaError("failed"))
+                else:
+                    if idempotent and batch.sequence != NO_SEQUENCE:
+                        for s in range(batch.sequence, batch.sequence + batch.record_count):
+                            k = (batch.partition, batch.builder.producer_epoch, s)
+                            written[k] = written.get(k, 0) + 1
+                    check_order(batch)
+                    rig.acc.complete(batch, BatchResult(offsets[batch.partition], -1, 0))
+                    offsets[batch.partition] += batch.record_count
+        if plan.reset_wanted:
+            ident = rig.acc.identity
+            rig.acc.set_identity(ProducerIdentity(ident.producer_id, ident.epoch + 1))
+        await asyncio.sleep(0)
+    while rig.acc.incomplete:
+        plan = rig.drain(after=100.0)
+        for _, batches in plan.requests:
+            for batch in batches:
+                check_order(batch)
+                rig.acc.complete(batch, BatchResult(offsets[batch.partition], -1, 0))
+                offsets[batch.partition] += batch.record_count
+        if plan.reset_wanted:
+            ident = rig.acc.identity
+            rig.acc.set_identity(ProducerIdentity(ident.producer_id, ident.epoch + 1))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert rig.acc.used == 0
+    assert all(h.done() for h in handles)
+    assert sorted(calls.values()) == [1] * len(handles)
+    assert not [k for k, n in written.items() if n > 1]  # no sequence acknowledged twice
+    seen: set[tuple[int, int]] = set()
+    for i, h in enumerate(handles):
+        if h.exception() is None:
+            meta = h.result()
+            assert (meta.partition, meta.offset) not in seen, i
+            seen.add((meta.partition, meta.offset))
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_a_retried_piece_goes_again_before_its_later_siblings(idempotent: bool) -> None:
+    """A piece of a split batch that is retried (NOT_LEADER, a lost connection) goes
+    again before the pieces after it (they share the split batch's drain order): it
+    was queued behind them, so its records were written after theirs (reordered
+    without idempotence; with it, refused out of order until the pieces came round)."""
+    options: dict[str, Any] = {"batch_size": 100_000}
+    if not idempotent:
+        options.update(enable_idempotence=False, acks=1, max_in_flight_requests_per_connection=1)
+    rig = Rig(**options)
+    values = [b"%04d" % i + b"v" * 996 for i in range(60)]
+    for v in values:
+        rig.send(value=v)
+    big = _sent_one(rig)
+    assert rig.acc.split(big) >= 3
+    first = _sent_one(rig)
+    rig.acc.retry(first, NotLeaderOrFollowerError("moved"), rig.loop.time())
+    written: list[bytes | None] = []
+    while rig.acc.incomplete:
+        batch = _sent_one(rig)
+        written += records(batch)
+        rig.acc.complete(batch, BatchResult(len(written), -1, 0))
+    assert written == values
+
+
+async def test_a_batch_failed_by_an_expiry_in_the_same_drain_is_not_sent() -> None:
+    """A transaction turns abortable when a queued batch expires, and that fails the
+    partition's other queued batches (fail_unsent, from on_fail) inside the drain's
+    own _expire: the drain must not go on to send them from its old view of the queue
+    (an already failed batch went out, and its partition's in-flight count never came
+    down: the partition stalled)."""
+    from aiokproto.errors import TransactionAbortedError
+
+    rig = Rig(
+        batch_size=1_000,
+        enable_idempotence=False,
+        acks=1,
+        delivery_timeout_ms=1_000,
+        request_timeout_ms=500,
+        linger_ms=0,
+    )
+    failed: list[ProducerBatch] = []
+
+    def on_fail(batch: ProducerBatch, error: BaseException) -> None:
+        failed.append(batch)
+        if not isinstance(error, TransactionAbortedError):  # as TransactionManager does
+            rig.acc.fail_unsent(TransactionAbortedError("the transaction failed"))
+
+    rig.acc.on_fail = on_fail
+    old = rig.send(value=b"o" * 900)
+    await asyncio.sleep(0.2)
+    new = rig.send(value=b"n" * 900)  # a batch of its own, created 200 ms later
+    assert len(rig.acc.queue("t", 0).batches) == 2
+    plan = rig.drain(after=0.9)  # past the first's deadline, not the second's
+    assert isinstance(old.exception(), KafkaTimeoutError)
+    assert isinstance(new.exception(), TransactionAbortedError)
+    assert plan.requests == []
+    assert rig.acc.queue("t", 0).in_flight == 0 and rig.acc.used == 0
+
+
+class _FakeLeader:
+    """A partition leader's idempotence checks, as the broker makes them: per
+    partition, the producer's epoch and next sequence; a newer epoch starts at 0."""
+
+    def __init__(self) -> None:
+        self.state: dict[int, tuple[int, int]] = {}
+        self.log: dict[int, list[bytes]] = {0: [], 1: []}
+
+    def answer(self, batch: ProducerBatch) -> str:
+        p, epoch, seq = batch.partition, batch.builder.producer_epoch, batch.sequence
+        count = batch.record_count
+        known = self.state.get(p)
+        if known is None or epoch > known[0]:
+            ok = seq == 0
+        elif epoch < known[0]:
+            return "fenced"
+        elif seq == known[1]:
+            ok = True
+        elif seq + count <= known[1]:
+            return "duplicate"
+        else:
+            ok = False
+        if not ok:
+            return "out_of_order"
+        self.state[p] = (epoch, increment_sequence(seq, count))
+        self.log[p] += [v or b"" for v in records(batch)]
+        return "written"
+
+
+@pytest.mark.parametrize("seed", range(30))
+async def test_random_refusals_splits_and_bumps_against_a_fake_leader(seed: int) -> None:
+    """Review fuzz of the idempotent paths (the sender's rules, a leader's sequence
+    checks): batches refused as too large (split), refused outright (sequence given
+    back), lost after being written (retried), answered out of order (reset, local
+    epoch bump): no record written twice, each partition's log in send order, every
+    record settled once and the memory back to 0."""
+    import random
+
+    from aiokproto.errors import InvalidRecordError, OutOfOrderSequenceNumberError
+    from aiokproto.producer.sender import Action, decide
+
+    rng = random.Random(seed)
+    rig = Rig(batch_size=6_000, delivery_timeout_ms=600_000, linger_ms=0)
+    rig.acc.set_identity(ProducerIdentity(5, 0))
+    leader = _FakeLeader()
+    maybe_written: set[int] = set()
+    handles: list[Any] = []
+    calls: dict[int, int] = {}
+    for _ in range(80):
+        for _ in range(rng.randrange(0, 25)):
+            i = len(handles)
+            h = rig.send(partition=i % 2, value=b"%06d" % i + b"x" * rng.randrange(50, 700))
+            h.add_done_callback(lambda h, i=i: calls.__setitem__(i, calls.get(i, 0) + 1))
+            handles.append(h)
+        plan = rig.drain(after=0.01)
+        dropped: set[int] = set()  # partitions whose connection dropped this round
+        for _, batches in plan.requests:
+            for batch in batches:
+                roll = rng.random()
+                now = rig.loop.time()
+                if batch.partition in dropped:  # later requests on it are lost too
+                    rig.acc.retry(batch, KafkaConnectionError("lost"), now)
+                    continue
+                # (a batch once written is not refused later: the same bytes)
+                fresh = id(batch) not in maybe_written
+                if roll < 0.15 and batch.record_count > 1 and fresh:
+                    rig.acc.split(batch)  # MESSAGE_TOO_LARGE: nothing written
+                    continue
+                if roll < 0.2 and fresh:
+                    rig.acc.fail_refused(batch, InvalidRecordError("refused"))
+                    continue
+                if roll < 0.3:  # the connection dropped: written or not
+                    dropped.add(batch.partition)
+                    if rng.random() < 0.5:
+                        maybe_written.add(id(batch))
+                        leader.answer(batch)
+                    rig.acc.retry(batch, KafkaConnectionError("lost"), now)
+                    continue
+                outcome = leader.answer(batch)
+                if outcome in ("written", "duplicate"):
+                    rig.acc.complete(batch, BatchResult(0, -1, 0))
+                    continue
+                assert outcome == "out_of_order", outcome
+                action = decide(
+                    OutOfOrderSequenceNumberError.errno,
+                    idempotent=True,
+                    first_unresolved=batch.queue.is_first_unresolved(batch),
+                )
+                if action is Action.RESET:
+                    batch.queue.needs_reset = True
+                rig.acc.retry(batch, KafkaConnectionError("out of order"), now)
+        if plan.reset_wanted:
+            ident = rig.acc.identity
+            rig.acc.set_identity(ProducerIdentity(ident.producer_id, ident.epoch + 1))
+        await asyncio.sleep(0)
+    for _ in range(500):
+        if not rig.acc.incomplete:
+            break
+        plan = rig.drain(after=0.01)
+        for _, batches in plan.requests:
+            for batch in batches:
+                outcome = leader.answer(batch)
+                if outcome in ("written", "duplicate"):
+                    rig.acc.complete(batch, BatchResult(0, -1, 0))
+                else:
+                    first = batch.queue.is_first_unresolved(batch)
+                    if first:
+                        batch.queue.needs_reset = True
+                    rig.acc.retry(batch, KafkaConnectionError("out of order"), rig.loop.time())
+        if plan.reset_wanted:
+            ident = rig.acc.identity
+            rig.acc.set_identity(ProducerIdentity(ident.producer_id, ident.epoch + 1))
+    assert not rig.acc.incomplete
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert rig.acc.used == 0
+    assert sorted(calls) == list(range(len(handles))) and set(calls.values()) == {1}
+    for p, log in leader.log.items():
+        indexes = [int(v.rstrip(b"x")) for v in log]
+        assert len(indexes) == len(set(indexes)), f"partition {p}: a record written twice"
+        assert indexes == sorted(indexes), f"partition {p}: out of order"
+        delivered = {i for i, h in enumerate(handles) if i % 2 == p and h.exception() is None}
+        assert delivered <= set(indexes)
