@@ -370,6 +370,8 @@ class ParallelConsumer(Generic[K, V]):
             if po is None:
                 po = self._offsets[tp] = PartitionOffsets()
                 self._inflight[tp] = 0
+            elif records and records[0].offset < po.next_offset:
+                self._rewind(tp, po, records[0].offset)
             lane: Hashable
             if ordering == "key":
                 for r in records:
@@ -386,6 +388,19 @@ class ParallelConsumer(Generic[K, V]):
             if tp not in self._paused and sched.over_limit(tp):
                 self._pause(tp)
         self._dispatch()
+
+    def _rewind(self, tp: TopicPartition, po: PartitionOffsets, offset: int) -> None:
+        """The consumer's position of ``tp`` moved back to ``offset`` (the user's
+        ``seek()``, an offset reset): its queued records from there on are dropped
+        (fetched again), those below stay queued, and the tracking forgets the records
+        from there on (those in flight still hold the commit until they end)."""
+        sched = self._sched
+        dropped = sched.drop({tp})
+        keep = sorted((r for r in dropped if r.offset < offset), key=lambda r: r.offset)
+        po.rewind(offset, {r.offset for r in dropped if r.offset >= offset})
+        for r in keep:
+            sched.add(tp, sched.lane_of(tp, r.key), r)
+        log.info("ParallelConsumer: %s moved back to offset %d: taken again from there", tp, offset)
 
     def _pause(self, tp: TopicPartition) -> None:
         if tp in self._consumer.paused():
