@@ -487,15 +487,24 @@ class ParallelConsumer(Generic[K, V]):
             attempt += 1
             try:
                 await handler(record)
-                self.processed += 1
-                return True
             except BaseException as exc:
-                if isinstance(exc, asyncio.CancelledError) and task.cancelling():
-                    raise  # we were cancelled (revoke timeout, stop, run() cancelled)
                 if not isinstance(exc, Exception | asyncio.CancelledError):
                     self._set_fatal(exc)  # KeyboardInterrupt, SystemExit...
                     return False
+                if task.cancelling():
+                    # we were cancelled (revoke timeout, stop, run() cancelled), also if
+                    # the handler turned it into an error of its own: not done, no retry
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                    raise asyncio.CancelledError from exc
                 error: BaseException = exc
+            else:
+                if task.cancelling():
+                    # the handler swallowed our cancellation: interrupted, so not done
+                    # (and the worker ends, as the revoke or stop waiting for it expects)
+                    raise asyncio.CancelledError
+                self.processed += 1
+                return True
             if attempt <= self._retries:
                 self.retried += 1
                 await asyncio.sleep(backoff_s(attempt, *self._backoff))

@@ -1,11 +1,14 @@
 """``ParallelConsumer`` under a hostile user, against a real broker: the consumer's
-position moved back under it (``seek()`` from a handler)."""
+position moved back under it (``seek()`` from a handler), a handler that will not
+be cancelled."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
 from typing import Any
+
+import pytest
 
 from aiokproto import ParallelConsumer
 from aiokproto.structs import TopicPartition
@@ -37,3 +40,39 @@ async def test_seek_back_from_a_handler_replays_from_there(kafka: Any, topic_nam
         assert set(handled) == set(range(200))  # nothing skipped
         assert handled.count(50) == 2  # replayed
         assert await committed(consumer, topic_name, 1) == [200]
+
+
+@pytest.mark.parametrize("reaction", ["raise", "swallow"])
+async def test_a_handler_that_will_not_be_cancelled(
+    kafka: Any, topic_name: str, reaction: str
+) -> None:
+    """revoke_timeout_ms cancels a hanging handler that turns its cancellation into an
+    error of its own (retried, then skipped) or swallows it (returns): the record is
+    not done all the same (no commit passes it), and the revoke goes on."""
+    await fill(kafka, topic_name, 1, 100, 10)
+    attempts: dict[int, int] = defaultdict(int)
+    hanging = asyncio.Event()
+    group = group_id()
+    async with member(kafka, topic_name, group) as consumer:
+        async with ParallelConsumer(
+            consumer, on_failure="skip", retries=2, retry_backoff_ms=1, revoke_timeout_ms=300
+        ) as pc:
+
+            async def handle(record: Record) -> None:
+                attempts[record.offset] += 1
+                if record.offset == 50:
+                    hanging.set()
+                    try:
+                        await asyncio.sleep(3600)
+                    except asyncio.CancelledError:
+                        if reaction == "raise":
+                            raise RuntimeError("interrupted") from None
+
+            task = asyncio.create_task(pc.run(handle))
+            await asyncio.wait_for(hanging.wait(), 10)
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(consumer.stop(), 10)  # revoke: 50 is cancelled
+            await asyncio.wait_for(task, 10)
+        assert attempts[50] == 1 and pc.skipped == 0  # not retried after its cancellation
+    async with member(kafka, topic_name, group) as again:
+        assert await committed(again, topic_name, 1) == [50]
