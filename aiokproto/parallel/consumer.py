@@ -51,6 +51,8 @@ Handler = Callable[[ConsumerRecord[K, V]], Awaitable[object]]
 #: the metrics group of ``Consumer.metrics()`` a ParallelConsumer publishes under
 METRICS_GROUP = "parallel-consumer-metrics"
 
+_NOT_CALLED = object()  # (the handler raised before returning anything)
+
 # how long one getmany waits: the longest a stop() or a fatal error waits for the
 # fetch loop to notice (work itself never waits on it)
 _POLL_MS = 100
@@ -485,9 +487,21 @@ class ParallelConsumer(Generic[K, V]):
         attempt = 0
         while True:
             attempt += 1
+            result: object = _NOT_CALLED
             try:
-                await handler(record)
+                result = handler(record)
+                await result
             except BaseException as exc:
+                if result is not _NOT_CALLED and not inspect.isawaitable(result):
+                    # a plain function: its body ran, so a retry would run it again
+                    self._set_fatal(
+                        KafkaConfigError(
+                            f"ParallelConsumer: the handler must return an awaitable (an "
+                            f"async def function), not {type(result).__name__}: "
+                            f"{handler!r}"
+                        )
+                    )
+                    return False
                 if not isinstance(exc, Exception | asyncio.CancelledError):
                     self._set_fatal(exc)  # KeyboardInterrupt, SystemExit...
                     return False

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from aiokproto import ParallelConsumer
+from aiokproto.errors import KafkaConfigError
 from aiokproto.structs import TopicPartition
 from tests.parallel.test_parallel_broker import Record, committed, fill, group_id, member
 
@@ -76,3 +77,22 @@ async def test_a_handler_that_will_not_be_cancelled(
         assert attempts[50] == 1 and pc.skipped == 0  # not retried after its cancellation
     async with member(kafka, topic_name, group) as again:
         assert await committed(again, topic_name, 1) == [50]
+
+
+async def test_a_handler_that_is_not_async(kafka: Any, topic_name: str) -> None:
+    """A plain function as handler (it returns None, not an awaitable) is a typed error
+    from run() at its first record, not a failure to retry and skip: its body ran."""
+    await fill(kafka, topic_name, 1, 20, 5)
+    calls: list[int] = []
+
+    def handle(record: Record) -> None:
+        calls.append(record.offset)
+
+    async with member(kafka, topic_name, group_id()) as consumer:
+        async with ParallelConsumer(
+            consumer, on_failure="skip", retries=2, retry_backoff_ms=1, max_concurrency=1
+        ) as pc:
+            with pytest.raises(KafkaConfigError, match="handler must return an awaitable"):
+                await asyncio.wait_for(pc.run(handle), 10)  # type: ignore[arg-type]
+        assert calls == [0] and pc.skipped == 0 and pc.retried == 0
+        assert await committed(consumer, topic_name, 1) == [0]  # nothing past it
