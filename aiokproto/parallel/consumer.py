@@ -20,6 +20,7 @@ import contextlib
 import inspect
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from types import TracebackType
@@ -50,6 +51,10 @@ Handler = Callable[[ConsumerRecord[K, V]], Awaitable[object]]
 
 #: the metrics group of ``Consumer.metrics()`` a ParallelConsumer publishes under
 METRICS_GROUP = "parallel-consumer-metrics"
+
+# consumers a ParallelConsumer is using now: two at once on one consumer would share
+# its records, each committing past records only the other has in flight
+_IN_USE: weakref.WeakSet[Consumer[Any, Any]] = weakref.WeakSet()
 
 _NOT_CALLED = object()  # (the handler raised before returning anything)
 
@@ -252,6 +257,12 @@ class ParallelConsumer(Generic[K, V]):
     async def __aenter__(self) -> ParallelConsumer[K, V]:
         if self._state != "new":
             raise IllegalStateError(f"this ParallelConsumer was already used ({self._state})")
+        if self._consumer in _IN_USE:
+            raise IllegalStateError(
+                "this consumer already has a ParallelConsumer (one at a time: two would "
+                "share its records and each commit past records the other has not finished)"
+            )
+        _IN_USE.add(self._consumer)
         self._state = "entered"
         self._install_listener()
         return self
@@ -266,6 +277,7 @@ class ParallelConsumer(Generic[K, V]):
             await self.stop()
         finally:
             self._state = "stopped"
+            _IN_USE.discard(self._consumer)
             subs = self._consumer._subs
             listener = self._listener
             if listener is not None and subs.listener is listener:

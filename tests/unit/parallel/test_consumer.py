@@ -67,3 +67,15 @@ async def test_run_needs_async_with_and_runs_once() -> None:
     with pytest.raises(IllegalStateError, match="already used"):
         async with pc:
             pass
+
+
+async def test_one_parallel_consumer_per_consumer_at_a_time() -> None:
+    """Two at once on one consumer would share its records, and each would commit the
+    safe offset of its own records only: past records the other has not finished."""
+    c = consumer()
+    async with ParallelConsumer(c):
+        with pytest.raises(IllegalStateError, match="already has a ParallelConsumer"):
+            async with ParallelConsumer(c):
+                pass
+    async with ParallelConsumer(c):  # once the first is done, another may follow
+        pass
