@@ -279,6 +279,8 @@ class ParallelConsumer(Generic[K, V]):
             self._state = "stopped"
             _IN_USE.discard(self._consumer)
             subs = self._consumer._subs
+            if subs.listener_hook == self._chain:
+                subs.listener_hook = None
             listener = self._listener
             if listener is not None and subs.listener is listener:
                 subs._listener = listener.user  # the consumer's listener as it was
@@ -287,13 +289,18 @@ class ParallelConsumer(Generic[K, V]):
         """Chain our listener in front of the consumer's (again if the user replaced it
         with ``subscribe(listener=...)``)."""
         subs = self._consumer._subs
+        # a subscribe() from now on chains ours at once (before the revoke it starts)
+        subs.listener_hook = self._chain
         current = subs.listener
         if current is not None and current is self._listener:
             return
         if subs.kind == "assigned":
             return  # a manual assignment has no rebalances
-        self._listener = _Chained(self, current)
-        subs._listener = self._listener
+        subs._listener = self._chain(current)
+
+    def _chain(self, user: ConsumerRebalanceListener | None) -> ConsumerRebalanceListener:
+        self._listener = _Chained(self, user)
+        return self._listener
 
     async def stop(self) -> None:
         """Stop ``run()``: no record starts any more, in-flight ones get

@@ -96,3 +96,38 @@ async def test_a_handler_that_is_not_async(kafka: Any, topic_name: str) -> None:
                 await asyncio.wait_for(pc.run(handle), 10)  # type: ignore[arg-type]
         assert calls == [0] and pc.skipped == 0 and pc.retried == 0
         assert await committed(consumer, topic_name, 1) == [0]  # nothing past it
+
+
+async def test_subscribe_again_mid_run_still_gives_partitions_back(
+    kafka: Any, topic_name: str
+) -> None:
+    """``consumer.subscribe()`` from a handler replaces the consumer's listener; the
+    revoke that follows at once still drops the old topic's queued records (none of
+    them starts once its partition is gone) and commits what finished."""
+    other = topic_name + "-b"
+    await fill(kafka, topic_name, 1, 300, 30)
+    await fill(kafka, other, 1, 10, 10)
+    late: list[int] = []
+    seen_other = asyncio.Event()
+    group = group_id()
+    async with member(kafka, topic_name, group) as consumer:
+        async with ParallelConsumer(consumer, max_concurrency=2) as pc:
+
+            async def handle(record: Record) -> None:
+                if record.topic == other:
+                    seen_other.set()
+                    return
+                tp = TopicPartition(record.topic, record.partition)
+                if tp not in consumer.assignment():
+                    late.append(record.offset)  # started after its partition went
+                await asyncio.sleep(0.01)
+                if record.offset == 10:
+                    consumer.subscribe([other])
+
+            task = asyncio.create_task(pc.run(handle))
+            await asyncio.wait_for(seen_other.wait(), 20)
+            await pc.stop()
+            await task
+        assert late == []
+        got = await committed(consumer, topic_name, 1)
+        assert 11 <= got[0] < 300  # what finished, no more
