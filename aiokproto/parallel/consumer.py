@@ -405,8 +405,15 @@ class ParallelConsumer(Generic[K, V]):
                     sched.add(tp, lane, r)
         assigned = self._consumer.assignment()
         sched.partitions = len(assigned)
+        paused_now: frozenset[TopicPartition] | None = None
         for tp in batch if sched.queued_total < sched.max_queued_total else assigned:
-            if tp not in self._paused and sched.over_limit(tp):
+            if sched.over_limit(tp):
+                if tp in self._paused:
+                    if paused_now is None:
+                        paused_now = self._consumer.paused()
+                    if tp in paused_now:
+                        continue
+                    self._paused.discard(tp)  # the user resumed it: pause it again
                 self._pause(tp)
         self._dispatch()
 

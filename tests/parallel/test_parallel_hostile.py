@@ -131,3 +131,35 @@ async def test_subscribe_again_mid_run_still_gives_partitions_back(
         assert late == []
         got = await committed(consumer, topic_name, 1)
         assert 11 <= got[0] < 300  # what finished, no more
+
+
+async def test_a_resume_of_the_users_does_not_lift_back_pressure(
+    kafka: Any, topic_name: str
+) -> None:
+    """The user resumes a partition paused for back-pressure: its queue stays bounded
+    (it is paused again), and a pause of the user's own is left alone."""
+    await fill(kafka, topic_name, 2, 2_000, 50)
+    tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
+    release = asyncio.Event()
+    async with member(kafka, topic_name, group_id()) as consumer:
+        async with ParallelConsumer(
+            consumer, max_concurrency=2, max_queued_per_partition=40, max_queued_total=80
+        ) as pc:
+
+            async def handle(record: Record) -> None:
+                await release.wait()
+
+            task = asyncio.create_task(pc.run(handle))
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                if tp0 in consumer.paused():
+                    break
+            consumer.resume(tp0)  # the user's: it fetches again
+            consumer.pause(tp1)
+            for _ in range(10):
+                await asyncio.sleep(0.05)
+                assert pc._sched.queued(tp0) <= 40 + 80  # its bound and one fetch
+            assert tp1 in consumer.paused()
+            release.set()
+            await pc.stop()
+            await task
