@@ -233,7 +233,9 @@ class ParallelConsumer(Generic[K, V]):
         self.skipped = 0
         self.dead_lettered = 0
         self.in_flight_max = 0
-        self._register_metrics()
+        # registered on entering (one ParallelConsumer per consumer at a time), the
+        # per-partition family removed on leaving
+        self._family: Callable[[float], dict[Any, float]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -263,6 +265,7 @@ class ParallelConsumer(Generic[K, V]):
                 "share its records and each commit past records the other has not finished)"
             )
         _IN_USE.add(self._consumer)
+        self._register_metrics()
         self._state = "entered"
         self._install_listener()
         return self
@@ -278,6 +281,9 @@ class ParallelConsumer(Generic[K, V]):
         finally:
             self._state = "stopped"
             _IN_USE.discard(self._consumer)
+            families = self._consumer._registry._families
+            if self._family in families:
+                families.remove(self._family)  # (its gauges stay readable)
             subs = self._consumer._subs
             if subs.listener_hook == self._chain:
                 subs.listener_hook = None
@@ -729,3 +735,4 @@ class ParallelConsumer(Generic[K, V]):
             }
 
         registry.family(per_partition)
+        self._family = per_partition
