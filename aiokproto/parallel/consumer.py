@@ -385,6 +385,8 @@ class ParallelConsumer(Generic[K, V]):
                 self._commit_every is not None and self._since_commit >= self._commit_every
             ):
                 next_commit = now + self._commit_interval
+                if self._paused:  # every one (the fair share moves with the assignment)
+                    self._maybe_resume()
                 await self._commit()
 
     def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[K, V]]]) -> None:
@@ -434,6 +436,8 @@ class ParallelConsumer(Generic[K, V]):
         po.rewind(offset, {r.offset for r in dropped if r.offset >= offset})
         for r in keep:
             sched.add(tp, sched.lane_of(tp, r.key), r)
+        if tp in self._paused:
+            self._maybe_resume()
         log.info("ParallelConsumer: %s moved back to offset %d: taken again from there", tp, offset)
 
     def _pause(self, tp: TopicPartition) -> None:
@@ -443,9 +447,20 @@ class ParallelConsumer(Generic[K, V]):
             self._consumer.pause(tp)
             self._paused.add(tp)
 
-    def _maybe_resume(self) -> None:
+    def _maybe_resume(self, taken: TopicPartition | None = None) -> None:
+        """Resume the partitions we paused whose queues drained. Queues shrink only as
+        records are taken: ``taken`` (a record of it was just taken, the per-record
+        call) checks that partition alone, unless the total is down to half its bound
+        (then any may resume; the partitions still paused then hold over half their own
+        bound each, so they are few); without it (at each commit, after a rewind),
+        every one."""
         sched = self._sched
-        ready = [tp for tp in self._paused if sched.under_limit(tp)]
+        if taken is not None and sched.queued_total > sched.max_queued_total // 2:
+            if taken not in self._paused or not sched.under_limit(taken):
+                return
+            ready = [taken]
+        else:
+            ready = [tp for tp in self._paused if sched.under_limit(tp)]
         if ready:
             self._paused.difference_update(ready)
             assigned = self._consumer.assignment()
@@ -485,6 +500,8 @@ class ParallelConsumer(Generic[K, V]):
                 await fut
                 continue
             tp, lane, record = got
+            if self._paused:
+                self._maybe_resume(tp)
             po = self._offsets[tp]
             self._running[task] = tp
             self._inflight[tp] += 1
@@ -503,8 +520,6 @@ class ParallelConsumer(Generic[K, V]):
                     self._since_commit += 1
                 if self._fatal is None:
                     sched.release(lane)  # (after a fatal error, its key stays held)
-                if self._paused:
-                    self._maybe_resume()
                 if self._progress:  # a revoke or a stop waits for records to end
                     progress, self._progress = self._progress, []
                     for waiter in progress:

@@ -163,3 +163,38 @@ async def test_a_resume_of_the_users_does_not_lift_back_pressure(
             release.set()
             await pc.stop()
             await task
+
+
+async def test_resume_checks_stay_per_record_constant(kafka: Any, topic_name: str) -> None:
+    """With many partitions paused for back-pressure, a record costs a few resume checks,
+    not one per paused partition (that was 78 us a record with 200 paused)."""
+    partitions, count = 40, 1_200
+    await fill(kafka, topic_name, partitions, count, 400)
+    done = asyncio.Event()
+    handled = 0
+    async with member(kafka, topic_name, group_id()) as consumer:
+        async with ParallelConsumer(
+            consumer, max_concurrency=4, max_queued_per_partition=6, max_queued_total=60
+        ) as pc:
+            checks = 0
+            under_limit = pc._sched.under_limit
+
+            def counting(tp: TopicPartition) -> bool:
+                nonlocal checks
+                checks += 1
+                return under_limit(tp)
+
+            pc._sched.under_limit = counting  # type: ignore[method-assign]
+
+            async def handle(record: Record) -> None:
+                nonlocal handled
+                await asyncio.sleep(0.001)
+                handled += 1
+                if handled == count:
+                    done.set()
+
+            task = asyncio.create_task(pc.run(handle))
+            await asyncio.wait_for(done.wait(), 30)
+            await pc.stop()
+            await task
+        assert checks / count < 3, (checks, count)  # 27 before
