@@ -184,6 +184,11 @@ class SubscriptionState:
         #: set by the consumer: forget records of these partitions taken from the
         #: fetcher but not handed out yet (rewinding their positions)
         self.on_revoking: Callable[[frozenset[TopicPartition]], None] | None = None
+        #: set by a ParallelConsumer: wraps the listener given to ``subscribe()`` (its
+        #: own in front), so the revoke a re-subscription starts goes through it too
+        self.listener_hook: (
+            Callable[[ConsumerRebalanceListener | None], ConsumerRebalanceListener] | None
+        ) = None
         # states that left the assignment with records handed out but not committed
         self._retired: dict[TopicPartition, PartitionState] = {}
         #: enable_auto_offset_store=False: commits without offsets (auto-commit, the
@@ -242,7 +247,8 @@ class SubscriptionState:
         if not names and pattern is None and regex is None:
             self.unsubscribe()
             return
-        self._listener = listener
+        hook = self.listener_hook
+        self._listener = listener if hook is None else hook(listener)
         if pattern is not None or regex is not None:
             if self._kind == "pattern" and self._pattern == pattern and self._regex == regex:
                 return

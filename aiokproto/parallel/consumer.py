@@ -20,6 +20,7 @@ import contextlib
 import inspect
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from types import TracebackType
@@ -50,6 +51,12 @@ Handler = Callable[[ConsumerRecord[K, V]], Awaitable[object]]
 
 #: the metrics group of ``Consumer.metrics()`` a ParallelConsumer publishes under
 METRICS_GROUP = "parallel-consumer-metrics"
+
+# consumers a ParallelConsumer is using now: two at once on one consumer would share
+# its records, each committing past records only the other has in flight
+_IN_USE: weakref.WeakSet[Consumer[Any, Any]] = weakref.WeakSet()
+
+_NOT_CALLED = object()  # (the handler raised before returning anything)
 
 # how long one getmany waits: the longest a stop() or a fatal error waits for the
 # fetch loop to notice (work itself never waits on it)
@@ -226,7 +233,9 @@ class ParallelConsumer(Generic[K, V]):
         self.skipped = 0
         self.dead_lettered = 0
         self.in_flight_max = 0
-        self._register_metrics()
+        # registered on entering (one ParallelConsumer per consumer at a time), the
+        # per-partition family removed on leaving
+        self._family: Callable[[float], dict[Any, float]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -250,6 +259,13 @@ class ParallelConsumer(Generic[K, V]):
     async def __aenter__(self) -> ParallelConsumer[K, V]:
         if self._state != "new":
             raise IllegalStateError(f"this ParallelConsumer was already used ({self._state})")
+        if self._consumer in _IN_USE:
+            raise IllegalStateError(
+                "this consumer already has a ParallelConsumer (one at a time: two would "
+                "share its records and each commit past records the other has not finished)"
+            )
+        _IN_USE.add(self._consumer)
+        self._register_metrics()
         self._state = "entered"
         self._install_listener()
         return self
@@ -264,7 +280,13 @@ class ParallelConsumer(Generic[K, V]):
             await self.stop()
         finally:
             self._state = "stopped"
+            _IN_USE.discard(self._consumer)
+            families = self._consumer._registry._families
+            if self._family in families:
+                families.remove(self._family)  # (its gauges stay readable)
             subs = self._consumer._subs
+            if subs.listener_hook == self._chain:
+                subs.listener_hook = None
             listener = self._listener
             if listener is not None and subs.listener is listener:
                 subs._listener = listener.user  # the consumer's listener as it was
@@ -273,13 +295,18 @@ class ParallelConsumer(Generic[K, V]):
         """Chain our listener in front of the consumer's (again if the user replaced it
         with ``subscribe(listener=...)``)."""
         subs = self._consumer._subs
+        # a subscribe() from now on chains ours at once (before the revoke it starts)
+        subs.listener_hook = self._chain
         current = subs.listener
         if current is not None and current is self._listener:
             return
         if subs.kind == "assigned":
             return  # a manual assignment has no rebalances
-        self._listener = _Chained(self, current)
-        subs._listener = self._listener
+        subs._listener = self._chain(current)
+
+    def _chain(self, user: ConsumerRebalanceListener | None) -> ConsumerRebalanceListener:
+        self._listener = _Chained(self, user)
+        return self._listener
 
     async def stop(self) -> None:
         """Stop ``run()``: no record starts any more, in-flight ones get
@@ -358,6 +385,8 @@ class ParallelConsumer(Generic[K, V]):
                 self._commit_every is not None and self._since_commit >= self._commit_every
             ):
                 next_commit = now + self._commit_interval
+                if self._paused:  # every one (the fair share moves with the assignment)
+                    self._maybe_resume()
                 await self._commit()
 
     def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[K, V]]]) -> None:
@@ -370,6 +399,8 @@ class ParallelConsumer(Generic[K, V]):
             if po is None:
                 po = self._offsets[tp] = PartitionOffsets()
                 self._inflight[tp] = 0
+            elif records and records[0].offset < po.next_offset:
+                self._rewind(tp, po, records[0].offset)
             lane: Hashable
             if ordering == "key":
                 for r in records:
@@ -382,10 +413,32 @@ class ParallelConsumer(Generic[K, V]):
                     sched.add(tp, lane, r)
         assigned = self._consumer.assignment()
         sched.partitions = len(assigned)
+        paused_now: frozenset[TopicPartition] | None = None
         for tp in batch if sched.queued_total < sched.max_queued_total else assigned:
-            if tp not in self._paused and sched.over_limit(tp):
+            if sched.over_limit(tp):
+                if tp in self._paused:
+                    if paused_now is None:
+                        paused_now = self._consumer.paused()
+                    if tp in paused_now:
+                        continue
+                    self._paused.discard(tp)  # the user resumed it: pause it again
                 self._pause(tp)
         self._dispatch()
+
+    def _rewind(self, tp: TopicPartition, po: PartitionOffsets, offset: int) -> None:
+        """The consumer's position of ``tp`` moved back to ``offset`` (the user's
+        ``seek()``, an offset reset): its queued records from there on are dropped
+        (fetched again), those below stay queued, and the tracking forgets the records
+        from there on (those in flight still hold the commit until they end)."""
+        sched = self._sched
+        dropped = sched.drop({tp})
+        keep = sorted((r for r in dropped if r.offset < offset), key=lambda r: r.offset)
+        po.rewind(offset, {r.offset for r in dropped if r.offset >= offset})
+        for r in keep:
+            sched.add(tp, sched.lane_of(tp, r.key), r)
+        if tp in self._paused:
+            self._maybe_resume()
+        log.info("ParallelConsumer: %s moved back to offset %d: taken again from there", tp, offset)
 
     def _pause(self, tp: TopicPartition) -> None:
         if tp in self._consumer.paused():
@@ -394,9 +447,20 @@ class ParallelConsumer(Generic[K, V]):
             self._consumer.pause(tp)
             self._paused.add(tp)
 
-    def _maybe_resume(self) -> None:
+    def _maybe_resume(self, taken: TopicPartition | None = None) -> None:
+        """Resume the partitions we paused whose queues drained. Queues shrink only as
+        records are taken: ``taken`` (a record of it was just taken, the per-record
+        call) checks that partition alone, unless the total is down to half its bound
+        (then any may resume; the partitions still paused then hold over half their own
+        bound each, so they are few); without it (at each commit, after a rewind),
+        every one."""
         sched = self._sched
-        ready = [tp for tp in self._paused if sched.under_limit(tp)]
+        if taken is not None and sched.queued_total > sched.max_queued_total // 2:
+            if taken not in self._paused or not sched.under_limit(taken):
+                return
+            ready = [taken]
+        else:
+            ready = [tp for tp in self._paused if sched.under_limit(tp)]
         if ready:
             self._paused.difference_update(ready)
             assigned = self._consumer.assignment()
@@ -436,6 +500,8 @@ class ParallelConsumer(Generic[K, V]):
                 await fut
                 continue
             tp, lane, record = got
+            if self._paused:
+                self._maybe_resume(tp)
             po = self._offsets[tp]
             self._running[task] = tp
             self._inflight[tp] += 1
@@ -454,8 +520,6 @@ class ParallelConsumer(Generic[K, V]):
                     self._since_commit += 1
                 if self._fatal is None:
                     sched.release(lane)  # (after a fatal error, its key stays held)
-                if self._paused:
-                    self._maybe_resume()
                 if self._progress:  # a revoke or a stop waits for records to end
                     progress, self._progress = self._progress, []
                     for waiter in progress:
@@ -470,17 +534,38 @@ class ParallelConsumer(Generic[K, V]):
         attempt = 0
         while True:
             attempt += 1
+            result: object = _NOT_CALLED
             try:
-                await handler(record)
-                self.processed += 1
-                return True
+                result = handler(record)
+                await result
             except BaseException as exc:
-                if isinstance(exc, asyncio.CancelledError) and task.cancelling():
-                    raise  # we were cancelled (revoke timeout, stop, run() cancelled)
+                if result is not _NOT_CALLED and not inspect.isawaitable(result):
+                    # a plain function: its body ran, so a retry would run it again
+                    self._set_fatal(
+                        KafkaConfigError(
+                            f"ParallelConsumer: the handler must return an awaitable (an "
+                            f"async def function), not {type(result).__name__}: "
+                            f"{handler!r}"
+                        )
+                    )
+                    return False
                 if not isinstance(exc, Exception | asyncio.CancelledError):
                     self._set_fatal(exc)  # KeyboardInterrupt, SystemExit...
                     return False
+                if task.cancelling():
+                    # we were cancelled (revoke timeout, stop, run() cancelled), also if
+                    # the handler turned it into an error of its own: not done, no retry
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                    raise asyncio.CancelledError from exc
                 error: BaseException = exc
+            else:
+                if task.cancelling():
+                    # the handler swallowed our cancellation: interrupted, so not done
+                    # (and the worker ends, as the revoke or stop waiting for it expects)
+                    raise asyncio.CancelledError
+                self.processed += 1
+                return True
             if attempt <= self._retries:
                 self.retried += 1
                 await asyncio.sleep(backoff_s(attempt, *self._backoff))
@@ -665,3 +750,4 @@ class ParallelConsumer(Generic[K, V]):
             }
 
         registry.family(per_partition)
+        self._family = per_partition

@@ -67,3 +67,35 @@ async def test_run_needs_async_with_and_runs_once() -> None:
     with pytest.raises(IllegalStateError, match="already used"):
         async with pc:
             pass
+
+
+async def test_one_parallel_consumer_per_consumer_at_a_time() -> None:
+    """Two at once on one consumer would share its records, and each would commit the
+    safe offset of its own records only: past records the other has not finished."""
+    c = consumer()
+    async with ParallelConsumer(c):
+        with pytest.raises(IllegalStateError, match="already has a ParallelConsumer"):
+            async with ParallelConsumer(c):
+                pass
+    async with ParallelConsumer(c):  # once the first is done, another may follow
+        pass
+
+
+async def test_metrics_belong_to_the_one_entered_and_do_not_pile_up() -> None:
+    """A ParallelConsumer per run (one after another on one consumer, as a supervisor
+    loop does) leaves nothing behind in the consumer's metrics; one refused (another
+    is entered) does not take over the running one's metrics."""
+    c = consumer()
+    registry = c._registry
+    families = len(registry._families)
+    for _ in range(3):
+        async with ParallelConsumer(c):
+            assert len(registry._families) == families + 1
+        assert len(registry._families) == families
+    async with ParallelConsumer(c) as running:
+        running.processed = 7
+        refused = ParallelConsumer(c)
+        with pytest.raises(IllegalStateError):
+            async with refused:
+                pass
+        assert c.metrics().value("processed-total", "parallel-consumer-metrics") == 7

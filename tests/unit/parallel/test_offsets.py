@@ -100,3 +100,26 @@ def test_commit_never_passes_an_unfinished_record(gaps: list[int], data: st.Data
         assert all(t < p.safe for t in finished if t < want)
         assert p.in_progress == len(unfinished)
         assert p.finished_above_safe() == sorted(t for t in finished if t > want)
+
+
+def test_rewind_takes_records_again_and_in_flight_ones_hold_the_commit() -> None:
+    """The consumer's position moved back (a seek): the offsets from there on are taken
+    again; one still in flight from before holds the safe offset until it ends too."""
+    p = PartitionOffsets()
+    for offset in range(10):
+        p.add(offset)
+    for offset in range(5):
+        p.finish(offset)
+    p.committed = 5
+    p.finish(7)  # 5 and 6 in flight, 8 and 9 queued (dropped by the caller)
+    p.rewind(3, queued={8, 9})
+    assert p.next_offset == 3 and p.safe == 3 and p.to_commit() == 3  # the commit goes back
+    for offset in range(3, 10):
+        p.add(offset)
+    for offset in range(3, 10):
+        p.finish(offset)
+    assert p.safe == 5 and p.in_progress == 2  # the old 5 and 6 have not ended
+    p.finish(6)
+    assert p.safe == 5
+    p.finish(5)
+    assert p.safe == 10 and p.in_progress == 0
