@@ -234,6 +234,61 @@ async def test_references_and_schema_type_go_on_the_wire() -> None:
     ]
 
 
+GARBAGE = {
+    "html": lambda: httpx.Response(200, content=b"<html>login</html>"),
+    "empty": lambda: httpx.Response(200),
+    "no fields": lambda: httpx.Response(200, json={"foo": 1}),
+    "a list": lambda: httpx.Response(200, json=["x", None]),
+    "a string id": lambda: httpx.Response(200, json={"id": "abc", "schema": 5}),
+}
+AVRO = Schema('"string"')
+CALLS = {
+    "get_schema": lambda sr: sr.get_schema(1),
+    "register_schema": lambda sr: sr.register_schema("s", AVRO),
+    "lookup_schema": lambda sr: sr.lookup_schema("s", AVRO),
+    "get_latest_version": lambda sr: sr.get_latest_version("s"),
+    "get_versions": lambda sr: sr.get_versions("s"),
+    "get_subjects": lambda sr: sr.get_subjects(),
+    "delete_version": lambda sr: sr.delete_version("s", 1),
+    "test_compatibility": lambda sr: sr.test_compatibility("s", AVRO),
+    "get_compatibility": lambda sr: sr.get_compatibility(),
+    "get_mode": lambda sr: sr.get_mode(),
+}
+
+
+@pytest.mark.parametrize("answer", list(GARBAGE))
+@pytest.mark.parametrize("call", list(CALLS))
+async def test_a_2xx_answer_of_the_wrong_shape_is_typed(answer: str, call: str) -> None:
+    # a proxy's HTML page or a 200 without the fields raised AttributeError/KeyError/
+    # TypeError from deep inside before (or returned "None" for a level)
+    async with client(lambda request: GARBAGE[answer]()) as sr:
+        with pytest.raises(SchemaRegistryError, match=r"not JSON|not the API's"):
+            await CALLS[call](sr)
+
+
+async def test_calls_on_a_closed_client_and_in_flight_at_close_are_typed() -> None:
+    # a server that accepts and never answers: close() fails the waiting calls at
+    # once with "closed" (not a ReadError retried into a bare RuntimeError)
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    sr = SchemaRegistryClient({"url": f"http://127.0.0.1:{port}", "timeout": 20, **FAST})
+    waiting = [asyncio.ensure_future(sr.get_schema(1)), asyncio.ensure_future(sr.get_subjects())]
+    await asyncio.sleep(0.3)  # both sent, waiting for an answer
+    await sr.close()
+    async with asyncio.timeout(5):
+        failed = await asyncio.gather(*waiting, return_exceptions=True)
+    for exc in failed:
+        assert isinstance(exc, SchemaRegistryError) and "closed" in str(exc), exc
+    with pytest.raises(SchemaRegistryError, match="closed"):
+        await sr.get_subjects()
+    server.close()
+    await server.wait_closed()
+
+
 @pytest.mark.parametrize(
     "conf",
     [
