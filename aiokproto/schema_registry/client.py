@@ -139,12 +139,18 @@ def _urls(conf: Mapping[str, Any]) -> tuple[list[str], tuple[str, str] | None]:
     auth: tuple[str, str] | None = None
     for item in items:
         parts = urlsplit(str(item).strip())
+        # the user info may hold a password: never in an error message
+        host = parts.netloc.rpartition("@")[2]
+        shown = urlunsplit(parts._replace(netloc=host)) if "@" in parts.netloc else str(item)
+        try:
+            parts.port  # noqa: B018  # raises on a port that is not a number in range
+        except ValueError:
+            raise KafkaConfigError(f"schema registry url {shown!r} has a bad port") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise KafkaConfigError(f"schema registry url {item!r} is not an http(s) URL")
+            raise KafkaConfigError(f"schema registry url {shown!r} is not an http(s) URL")
         if parts.username is not None:
             auth = (parts.username, parts.password or "")
-            netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-            parts = parts._replace(netloc=netloc)
+            parts = parts._replace(netloc=host)  # keeps an IPv6 host's brackets
         urls.append(urlunsplit(parts).rstrip("/"))
     return urls, auth
 

@@ -352,3 +352,29 @@ async def test_tls_with_a_client_certificate(tmp_path: Any) -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+@pytest.mark.parametrize(
+    "url", ["htp://user:s3cret@h:1", "http://user:s3cret@h:99999", "http://user:s3cret@h:x"]
+)
+def test_a_bad_url_error_does_not_show_its_password(url: str) -> None:
+    # the message quoted the URL as given, password and all (and a bad port raised a
+    # bare ValueError)
+    with pytest.raises(KafkaConfigError) as info:
+        SchemaRegistryClient({"url": url})
+    assert "s3cret" not in str(info.value) and "user" not in str(info.value)
+
+
+async def test_user_info_in_an_ipv6_url() -> None:
+    # the brackets went with the user info: http://::1:8081 before
+    seen: list[Any] = []
+
+    def handler(request: Any) -> Any:
+        seen.append(request)
+        return answer(200, ["s"])
+
+    async with client(handler, url="http://u:p@[::1]:8081/base") as sr:
+        assert sr.urls == ["http://[::1]:8081/base"]
+        await sr.get_subjects()
+    assert str(seen[0].url) == "http://[::1]:8081/base/subjects"
+    assert seen[0].headers["Authorization"].startswith("Basic ")
