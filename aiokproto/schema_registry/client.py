@@ -33,6 +33,9 @@ from aiokproto.schema_registry.errors import (
 
 T = TypeVar("T")
 
+# the largest answer read (schemas are kilobytes; a body past this is a runaway)
+_MAX_ANSWER = 16 * 1024 * 1024
+
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _KNOWN_KEYS = frozenset(
     {
@@ -168,7 +171,8 @@ class SchemaRegistryClient:
     ``conf`` takes confluent-kafka's keys: ``url`` (several, comma-separated, fail
     over in order), ``basic.auth.user.info`` (``"user:password"``, or user info in the
     URL), ``bearer.auth.token``, ``ssl.ca.location``, ``ssl.certificate.location``,
-    ``ssl.key.location``, ``ssl.key.password``, ``timeout`` (seconds, default 10),
+    ``ssl.key.location``, ``ssl.key.password``, ``timeout`` (seconds for a request and
+    its whole answer, default 10),
     ``max.retries`` (default 3), ``retries.wait.ms`` (100), ``retries.max.wait.ms``
     (5000), ``cache.latest.ttl.sec`` (how long a subject's latest version is
     cached; default -1: until ``delete_subject``/``delete_version``; 0: never).
@@ -237,6 +241,31 @@ class SchemaRegistryClient:
         self._closed = True
         await self._http.aclose()
 
+    async def _exchange(self, method: str, url: str, content: str | None) -> httpx.Response:
+        """One request and its whole answer within ``timeout`` (httpx's own timeouts
+        are per read: a registry dripping its body byte by byte held a call forever),
+        and at most ``_MAX_ANSWER`` bytes of it (a runaway body is not read into memory)."""
+        async with asyncio.timeout(self._timeout):
+            request = self._http.build_request(method, url, content=content)
+            resp = await self._http.send(request, stream=True)
+            try:
+                body = bytearray()
+                async for chunk in resp.aiter_bytes():
+                    body += chunk
+                    if len(body) > _MAX_ANSWER:
+                        raise SchemaRegistryError(
+                            f"{method} {url}: the answer is larger than {_MAX_ANSWER} bytes",
+                            resp.status_code,
+                        )
+            finally:
+                await resp.aclose()
+        # the body as read (decoded): a plain response of it, for _answer
+        return httpx.Response(
+            resp.status_code,
+            content=bytes(body),
+            headers={"Content-Type": resp.headers.get("Content-Type", "application/json")},
+        )
+
     # -- the request loop ------------------------------------------------------------
 
     async def _request(self, method: str, path: str, body: Any = None) -> Any:
@@ -256,11 +285,15 @@ class SchemaRegistryClient:
                 if self._closed:
                     raise _closed(method, path)
                 try:
-                    resp = await self._http.request(method, url + path, content=content)
-                except httpx.TransportError as exc:
+                    resp = await self._exchange(method, url + path, content)
+                except (httpx.TransportError, TimeoutError) as exc:
                     if self._closed:
                         raise _closed(method, path) from None
-                    failures.append(f"{url}: {type(exc).__name__}: {exc}")
+                    failures.append(
+                        f"{url}: no complete answer within {self._timeout:g} s"
+                        if isinstance(exc, TimeoutError)
+                        else f"{url}: {type(exc).__name__}: {exc}"
+                    )
                     continue
                 if resp.status_code == 429 or resp.status_code >= 500:
                     failures.append(f"{url}: HTTP {resp.status_code}")

@@ -4,6 +4,7 @@ back-off on 429/5xx, the typed errors, auth headers, and single-flight caches.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -378,3 +379,45 @@ async def test_user_info_in_an_ipv6_url() -> None:
         await sr.get_subjects()
     assert str(seen[0].url) == "http://[::1]:8081/base/subjects"
     assert seen[0].headers["Authorization"].startswith("Basic ")
+
+
+async def test_a_registry_dripping_its_answer_fails_within_the_timeout() -> None:
+    # httpx's timeout is per read: a body sent a byte at a time held the call forever
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n[")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                writer.write(b" ")
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(drip, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    conf = {"url": f"http://127.0.0.1:{port}", "timeout": 0.5, "max.retries": 1, **FAST}
+    async with SchemaRegistryClient(conf) as sr:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        with pytest.raises(RegistryUnreachableError, match=r"no complete answer within 0\.5 s"):
+            async with asyncio.timeout(5):
+                await sr.get_subjects()
+        assert loop.time() - start < 2  # two attempts of 0.5 s
+    server.close()
+    await server.wait_closed()
+
+
+async def test_a_runaway_answer_is_not_read_into_memory() -> None:
+    sent = 0
+
+    async def endless() -> Any:  # 64 MiB here (an endless one took all memory before)
+        nonlocal sent
+        for _ in range(64):
+            sent += 1 << 20
+            yield b" " * (1 << 20)
+
+    async with client(lambda request: httpx.Response(200, content=endless())) as sr:
+        with pytest.raises(SchemaRegistryError, match="larger than"):
+            async with asyncio.timeout(10):
+                await sr.get_subjects()
+    assert sent <= 17 << 20
