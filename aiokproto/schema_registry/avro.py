@@ -118,16 +118,36 @@ def _mismatch(data: Any, parsed: Any, subject: str, exc: Exception) -> SchemaMis
     try:
         validate(data, parsed, raise_errors=True)
     except fastavro.validation.ValidationError as verr:
-        first = verr.errors[0]
-        path = str(first.field)
+        # the deepest path is where it breaks (a union reports each branch it tried:
+        # "R.u: ... is not null" came first for a bad field inside the record branch)
+        path = max((str(e.field) for e in verr.errors), key=len)
+        at = [e for e in verr.errors if str(e.field) == path]
+        expected = " or ".join(dict.fromkeys(_describe(e.schema) for e in at))
         return SchemaMismatchError(
-            f"record does not match the Avro schema of {subject!r} at {path}: "
-            f"{first.datum!r} is not {first.schema}",
+            f"record does not match the Avro schema of {subject!r} at {path or '$'}: "
+            f"{at[0].datum!r} is not {expected}",
             path,
         )
     except Exception:  # the validator itself choked: report the writer's error
         pass
     return SchemaMismatchError(f"record does not match the Avro schema of {subject!r}: {exc}", "")
+
+
+def _describe(schema: Any) -> str:
+    """A schema in a few words: its name, or its type (a parsed schema's repr holds
+    every named type and fastavro's own keys)."""
+    if isinstance(schema, list):
+        return " | ".join(_describe(s) for s in schema)
+    if isinstance(schema, dict):
+        if "name" in schema:
+            return f"{schema.get('type')} {schema['name']}"
+        kind = schema.get("type")
+        if kind == "array":
+            return f"array of {_describe(schema.get('items'))}"
+        if kind == "map":
+            return f"map of {_describe(schema.get('values'))}"
+        return str(kind)
+    return str(schema)
 
 
 class AvroDeserializer(ContextDeserializer[Any]):
