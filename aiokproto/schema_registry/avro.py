@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import fastavro
+from fastavro.read import SchemaResolutionError
 from fastavro.validation import validate
 
 from aiokproto.schema_registry.client import Schema, SchemaRegistryClient
@@ -55,7 +56,13 @@ async def _add_references(
         seen.add((ref.subject, ref.version))
         found = await client.get_version(ref.subject, ref.version)
         await _add_references(client, found.schema, named, seen)
-        fastavro.parse_schema(json.loads(found.schema.schema_str), named_schemas=named)
+        try:
+            fastavro.parse_schema(json.loads(found.schema.schema_str), named_schemas=named)
+        except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
+            raise InvalidSchemaError(
+                f"reference {ref.name!r} ({ref.subject} version {ref.version}) is not a valid "
+                f"Avro schema: {exc}"
+            ) from exc
 
 
 def _record_name(schema: Schema) -> str | None:
@@ -186,6 +193,11 @@ class AvroDeserializer(ContextDeserializer[Any]):
         except (EOFError, ValueError, IndexError, TypeError, KeyError) as exc:
             raise SchemaMismatchError(
                 f"payload with schema id {schema_id} could not be read as Avro: {exc!r}", ""
+            ) from exc
+        except SchemaResolutionError as exc:  # the reader schema cannot read the writer's
+            raise SchemaMismatchError(
+                f"payload with schema id {schema_id} cannot be read with the reader schema: {exc}",
+                "",
             ) from exc
         if self._from_dict is not None:
             return self._from_dict(record, ctx)

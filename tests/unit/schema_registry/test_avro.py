@@ -12,6 +12,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastavro")
 
 from aiokproto.schema_registry import (  # noqa: E402
+    AvroDeserializer,
     AvroSerializer,
     SchemaMismatchError,
     SchemaRegistryClient,
@@ -61,3 +62,21 @@ async def test_a_mismatch_names_the_deepest_path_and_the_schema_briefly(
             await ser(record, SerializationContext("t", MessageField.VALUE))
     assert info.value.path == path
     assert message in str(info.value) and "__fastavro" not in str(info.value)
+
+
+async def test_a_reader_schema_that_cannot_read_the_writers_is_a_mismatch() -> None:
+    # fastavro's own SchemaResolutionError escaped the deserializer before
+    def field(kind: str) -> str:
+        return json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": kind}]})
+
+    def handler(request: Any) -> Any:
+        if request.url.path == "/schemas/ids/1":
+            return httpx.Response(200, json={"schema": field("string")})
+        return httpx.Response(200, json={"id": 1})
+
+    ctx = SerializationContext("t", MessageField.VALUE)
+    transport = httpx.MockTransport(handler)
+    async with SchemaRegistryClient({"url": "http://a:1"}, transport=transport) as sr:
+        data = await AvroSerializer(sr, field("string"))({"a": "x"}, ctx)
+        with pytest.raises(SchemaMismatchError, match="cannot be read with the reader schema"):
+            await AvroDeserializer(sr, field("int"))(data, ctx)
