@@ -57,6 +57,12 @@ _KNOWN_KEYS = frozenset(
 )
 
 
+_SOURCES = {
+    "basic.auth.credentials.source": frozenset({"URL", "USER_INFO"}),
+    "bearer.auth.credentials.source": frozenset({"STATIC_TOKEN"}),
+}
+
+
 @dataclass(frozen=True)
 class SchemaReference:
     """A named reference to another subject's version (Avro named type, proto import)."""
@@ -189,6 +195,15 @@ class SchemaRegistryClient:
             raise KafkaConfigError(
                 f"unknown schema registry option(s) {unknown}; known: {sorted(_KNOWN_KEYS)}"
             )
+        # the credential sources this client has; another (SASL_INHERIT, OAUTHBEARER)
+        # was accepted and ignored before: requests went out without credentials
+        for key, known in _SOURCES.items():
+            source = conf.get(key)
+            if source is not None and str(source).upper() not in known:
+                raise KafkaConfigError(
+                    f"schema registry {key!r} {source!r} is not supported: "
+                    f"{' or '.join(sorted(known))}"
+                )
         self.urls, url_auth = _urls(conf)
         self._preferred = 0  # the URL that answered last goes first next time
         headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}

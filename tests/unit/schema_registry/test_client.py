@@ -299,6 +299,9 @@ async def test_calls_on_a_closed_client_and_in_flight_at_close_are_typed() -> No
         {"url": "http://a:1", "basic.auth.user.info": "nocolon"},
         {"url": "http://a:1", "basic.auth.user.info": "u:p", "bearer.auth.token": "t"},
         {"url": "http://a:1", "max.retries": -1},
+        # accepted and ignored before: the requests went out without credentials
+        {"url": "http://a:1", "basic.auth.credentials.source": "SASL_INHERIT"},
+        {"url": "http://a:1", "bearer.auth.credentials.source": "OAUTHBEARER"},
     ],
 )
 def test_bad_config_is_refused(conf: dict[str, Any]) -> None:
