@@ -238,6 +238,7 @@ class SchemaRegistryClient:
         self._latest: dict[str, tuple[float, RegisteredSchema]] = {}
         self._flights = _SingleFlight()
         self._closed = False
+        self._exchanges: set[asyncio.Future[httpx.Response]] = set()  # close() cancels
 
     async def __aenter__(self) -> SchemaRegistryClient:
         return self
@@ -254,6 +255,10 @@ class SchemaRegistryClient:
         """Close the connections; calls waiting on them, and any later call, raise
         ``SchemaRegistryError``."""
         self._closed = True
+        for exchange in list(self._exchanges):
+            # a request still connecting or waiting for a pooled connection is not
+            # interrupted by aclose(): its caller waited for the whole timeout
+            exchange.cancel()
         await self._http.aclose()
 
     async def _exchange(self, method: str, url: str, content: str | None) -> httpx.Response:
@@ -299,8 +304,15 @@ class SchemaRegistryClient:
                 # flight as a ReadError (it would be retried): say what happened
                 if self._closed:
                     raise _closed(method, path)
+                exchange = asyncio.ensure_future(self._exchange(method, url + path, content))
+                self._exchanges.add(exchange)
                 try:
-                    resp = await self._exchange(method, url + path, content)
+                    resp = await exchange
+                except asyncio.CancelledError:
+                    caller = asyncio.current_task()
+                    if self._closed and not (caller is not None and caller.cancelling()):
+                        raise _closed(method, path) from None  # close() cancelled it
+                    raise
                 except (httpx.TransportError, TimeoutError) as exc:
                     if self._closed:
                         raise _closed(method, path) from None
@@ -310,6 +322,8 @@ class SchemaRegistryClient:
                         else f"{url}: {type(exc).__name__}: {exc}"
                     )
                     continue
+                finally:
+                    self._exchanges.discard(exchange)
                 if resp.status_code == 429 or resp.status_code >= 500:
                     failures.append(f"{url}: HTTP {resp.status_code}")
                     continue

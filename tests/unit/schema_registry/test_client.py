@@ -424,3 +424,31 @@ async def test_a_runaway_answer_is_not_read_into_memory() -> None:
             async with asyncio.timeout(10):
                 await sr.get_subjects()
     assert sent <= 17 << 20
+
+
+async def test_close_releases_calls_whose_request_is_not_answered_yet() -> None:
+    # a request still in the transport (connecting, or a pooled connection awaited) is
+    # not interrupted by httpx's aclose(): its callers waited for the whole timeout
+    async def never(request: Any) -> Any:
+        await asyncio.sleep(60)
+
+    sr = client(never, timeout=30)
+    waiting = [asyncio.ensure_future(sr.get_schema(1)), asyncio.ensure_future(sr.get_subjects())]
+    await asyncio.sleep(0.1)
+    await sr.close()
+    async with asyncio.timeout(5):
+        failed = await asyncio.gather(*waiting, return_exceptions=True)
+    for exc in failed:
+        assert isinstance(exc, SchemaRegistryError) and "closed" in str(exc), exc
+
+
+async def test_a_cancelled_caller_is_cancelled_not_closed() -> None:
+    async def never(request: Any) -> Any:
+        await asyncio.sleep(60)
+
+    async with client(never, timeout=30) as sr:
+        call = asyncio.ensure_future(sr.get_subjects())
+        await asyncio.sleep(0.1)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
