@@ -13,10 +13,12 @@ out, in order.
 from __future__ import annotations
 
 import enum
+import inspect
 from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from aiokproto.error_families import KafkaConfigError
 from aiokproto.records.record import Header
 
 T = TypeVar("T")
@@ -63,6 +65,23 @@ class ContextDeserializer(Generic[T]):
 
     async def __call__(self, data: bytes | None, ctx: SerializationContext) -> T:
         return await self.deserialize(data, ctx)
+
+
+def refuse_async_plain(name: str, value: object) -> None:
+    """A plain (de)serializer is called, never awaited: an ``async def`` one would hand
+    out coroutine objects (as record values, or as a record's "bytes"), so it is
+    refused when the client is made, naming the way that awaits."""
+    if value is None or isinstance(value, (ContextSerializer, ContextDeserializer)):
+        return
+    if inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(
+        getattr(value, "__call__", None)  # noqa: B004  # an object with async __call__
+    ):
+        base = "ContextDeserializer" if "deserializer" in name else "ContextSerializer"
+        raise KafkaConfigError(
+            f"{name} {value!r} is an async function: a plain {name} is called, not "
+            f"awaited; subclass aiokproto.serialization.{base} (its coroutine is "
+            "awaited with the record's context) or pass a plain function"
+        )
 
 
 def in_context(

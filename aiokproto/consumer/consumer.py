@@ -967,8 +967,12 @@ class Consumer(StartStop, Generic[K, V]):
             raise
         finally:
             self._in_flight = {}
-        if error is not None and not out:
-            raise error
+        if error is not None:
+            if not out:
+                raise error
+            # raised by the next call, as a plain deserializer's error is: dropped,
+            # the partition would stop at the record while the others flow on
+            self._fetcher.defer_error(error)
         return out
 
     def _only(self, partitions: tuple[TopicPartition, ...]) -> frozenset[TopicPartition] | None:

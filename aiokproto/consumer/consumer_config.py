@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from aiokproto.errors import KafkaConfigError
+from aiokproto.serialization import refuse_async_plain
 
 Deserializer = Callable[[bytes | None], Any]
 
@@ -98,6 +99,7 @@ class ConsumerConfig:
             value = getattr(self, name)
             if value is not None and not callable(value):
                 raise KafkaConfigError(f"{name} must be callable, not {value!r}")
+            refuse_async_plain(name, value)
 
     @property
     def isolation(self) -> int:

@@ -171,6 +171,10 @@ class Fetcher:
         """Wake everyone waiting for data (they re-check whether to go on)."""
         self._data.set()
 
+    def defer_error(self, exc: KafkaError) -> None:
+        """Have the application's next call raise ``exc`` (records came with it)."""
+        self._errors.append(exc)
+
     def raise_errors(
         self, partitions: Collection[TopicPartition] | None = None, *, data: bool = True
     ) -> None:

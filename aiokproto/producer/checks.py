@@ -8,6 +8,7 @@ that ``producer.py`` and ``batch_builder.py`` both use it without importing each
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +44,13 @@ def _as_bytes(data: Any, what: str) -> bytes | bytearray:
         return data
     if isinstance(data, memoryview):
         return data.tobytes()
+    if inspect.iscoroutine(data):
+        data.close()  # never awaited: no "never awaited" warning on top of the error
+        raise SerializationError(
+            f"the record {what} is a coroutine (a {what}_serializer that returns one?): a "
+            f"plain {what}_serializer is not awaited; subclass "
+            "aiokproto.serialization.ContextSerializer for one that awaits"
+        )
     raise SerializationError(
         f"the record {what} must be bytes, bytearray, memoryview or None, not "
         f"{type(data).__name__}; pass {what}_serializer= or encode it yourself"

@@ -11,6 +11,7 @@ from aiokproto.config import ClientConfig
 from aiokproto.errors import KafkaConfigError, KafkaError
 from aiokproto.producer.partitioner import PartitionerFn
 from aiokproto.records import compression
+from aiokproto.serialization import refuse_async_plain
 
 Serializer = Callable[[Any], bytes | None]
 
@@ -104,6 +105,7 @@ def _callable(options: Mapping[str, Any], name: str) -> Any:
     value = options.get(name)
     if value is not None and not callable(value):
         raise KafkaConfigError(f"{name} must be callable, not {value!r}")
+    refuse_async_plain(name, value)
     return value
 
 

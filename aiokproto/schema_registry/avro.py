@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import fastavro
+from fastavro.read import SchemaResolutionError
 from fastavro.validation import validate
 
 from aiokproto.schema_registry.client import Schema, SchemaRegistryClient
@@ -55,7 +56,13 @@ async def _add_references(
         seen.add((ref.subject, ref.version))
         found = await client.get_version(ref.subject, ref.version)
         await _add_references(client, found.schema, named, seen)
-        fastavro.parse_schema(json.loads(found.schema.schema_str), named_schemas=named)
+        try:
+            fastavro.parse_schema(json.loads(found.schema.schema_str), named_schemas=named)
+        except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
+            raise InvalidSchemaError(
+                f"reference {ref.name!r} ({ref.subject} version {ref.version}) is not a valid "
+                f"Avro schema: {exc}"
+            ) from exc
 
 
 def _record_name(schema: Schema) -> str | None:
@@ -118,16 +125,36 @@ def _mismatch(data: Any, parsed: Any, subject: str, exc: Exception) -> SchemaMis
     try:
         validate(data, parsed, raise_errors=True)
     except fastavro.validation.ValidationError as verr:
-        first = verr.errors[0]
-        path = str(first.field)
+        # the deepest path is where it breaks (a union reports each branch it tried:
+        # "R.u: ... is not null" came first for a bad field inside the record branch)
+        path = max((str(e.field) for e in verr.errors), key=len)
+        at = [e for e in verr.errors if str(e.field) == path]
+        expected = " or ".join(dict.fromkeys(_describe(e.schema) for e in at))
         return SchemaMismatchError(
-            f"record does not match the Avro schema of {subject!r} at {path}: "
-            f"{first.datum!r} is not {first.schema}",
+            f"record does not match the Avro schema of {subject!r} at {path or '$'}: "
+            f"{at[0].datum!r} is not {expected}",
             path,
         )
     except Exception:  # the validator itself choked: report the writer's error
         pass
     return SchemaMismatchError(f"record does not match the Avro schema of {subject!r}: {exc}", "")
+
+
+def _describe(schema: Any) -> str:
+    """A schema in a few words: its name, or its type (a parsed schema's repr holds
+    every named type and fastavro's own keys)."""
+    if isinstance(schema, list):
+        return " | ".join(_describe(s) for s in schema)
+    if isinstance(schema, dict):
+        if "name" in schema:
+            return f"{schema.get('type')} {schema['name']}"
+        kind = schema.get("type")
+        if kind == "array":
+            return f"array of {_describe(schema.get('items'))}"
+        if kind == "map":
+            return f"map of {_describe(schema.get('values'))}"
+        return str(kind)
+    return str(schema)
 
 
 class AvroDeserializer(ContextDeserializer[Any]):
@@ -166,6 +193,11 @@ class AvroDeserializer(ContextDeserializer[Any]):
         except (EOFError, ValueError, IndexError, TypeError, KeyError) as exc:
             raise SchemaMismatchError(
                 f"payload with schema id {schema_id} could not be read as Avro: {exc!r}", ""
+            ) from exc
+        except SchemaResolutionError as exc:  # the reader schema cannot read the writer's
+            raise SchemaMismatchError(
+                f"payload with schema id {schema_id} cannot be read with the reader schema: {exc}",
+                "",
             ) from exc
         if self._from_dict is not None:
             return self._from_dict(record, ctx)

@@ -33,6 +33,9 @@ from aiokproto.schema_registry.errors import (
 
 T = TypeVar("T")
 
+# the largest answer read (schemas are kilobytes; a body past this is a runaway)
+_MAX_ANSWER = 16 * 1024 * 1024
+
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _KNOWN_KEYS = frozenset(
     {
@@ -52,6 +55,12 @@ _KNOWN_KEYS = frozenset(
         "cache.latest.ttl.sec",
     }
 )
+
+
+_SOURCES = {
+    "basic.auth.credentials.source": frozenset({"URL", "USER_INFO"}),
+    "bearer.auth.credentials.source": frozenset({"STATIC_TOKEN"}),
+}
 
 
 @dataclass(frozen=True)
@@ -88,7 +97,10 @@ class Schema:
             SchemaReference(r["name"], r["subject"], int(r["version"]))
             for r in body.get("references") or ()
         )
-        return cls(body["schema"], body.get("schemaType") or "AVRO", refs)
+        text, kind = body["schema"], body.get("schemaType") or "AVRO"
+        if not isinstance(text, str) or not isinstance(kind, str):
+            raise TypeError(f"schema {text!r} of type {kind!r}: not strings")
+        return cls(text, kind, refs)
 
 
 @dataclass(frozen=True)
@@ -136,12 +148,18 @@ def _urls(conf: Mapping[str, Any]) -> tuple[list[str], tuple[str, str] | None]:
     auth: tuple[str, str] | None = None
     for item in items:
         parts = urlsplit(str(item).strip())
+        # the user info may hold a password: never in an error message
+        host = parts.netloc.rpartition("@")[2]
+        shown = urlunsplit(parts._replace(netloc=host)) if "@" in parts.netloc else str(item)
+        try:
+            parts.port  # noqa: B018  # raises on a port that is not a number in range
+        except ValueError:
+            raise KafkaConfigError(f"schema registry url {shown!r} has a bad port") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise KafkaConfigError(f"schema registry url {item!r} is not an http(s) URL")
+            raise KafkaConfigError(f"schema registry url {shown!r} is not an http(s) URL")
         if parts.username is not None:
             auth = (parts.username, parts.password or "")
-            netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-            parts = parts._replace(netloc=netloc)
+            parts = parts._replace(netloc=host)  # keeps an IPv6 host's brackets
         urls.append(urlunsplit(parts).rstrip("/"))
     return urls, auth
 
@@ -159,7 +177,8 @@ class SchemaRegistryClient:
     ``conf`` takes confluent-kafka's keys: ``url`` (several, comma-separated, fail
     over in order), ``basic.auth.user.info`` (``"user:password"``, or user info in the
     URL), ``bearer.auth.token``, ``ssl.ca.location``, ``ssl.certificate.location``,
-    ``ssl.key.location``, ``ssl.key.password``, ``timeout`` (seconds, default 10),
+    ``ssl.key.location``, ``ssl.key.password``, ``timeout`` (seconds for a request and
+    its whole answer, default 10),
     ``max.retries`` (default 3), ``retries.wait.ms`` (100), ``retries.max.wait.ms``
     (5000), ``cache.latest.ttl.sec`` (how long a subject's latest version is
     cached; default -1: until ``delete_subject``/``delete_version``; 0: never).
@@ -176,6 +195,15 @@ class SchemaRegistryClient:
             raise KafkaConfigError(
                 f"unknown schema registry option(s) {unknown}; known: {sorted(_KNOWN_KEYS)}"
             )
+        # the credential sources this client has; another (SASL_INHERIT, OAUTHBEARER)
+        # was accepted and ignored before: requests went out without credentials
+        for key, known in _SOURCES.items():
+            source = conf.get(key)
+            if source is not None and str(source).upper() not in known:
+                raise KafkaConfigError(
+                    f"schema registry {key!r} {source!r} is not supported: "
+                    f"{' or '.join(sorted(known))}"
+                )
         self.urls, url_auth = _urls(conf)
         self._preferred = 0  # the URL that answered last goes first next time
         headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}
@@ -209,6 +237,8 @@ class SchemaRegistryClient:
         self._registered: dict[tuple[str, Schema, bool], RegisteredSchema] = {}
         self._latest: dict[str, tuple[float, RegisteredSchema]] = {}
         self._flights = _SingleFlight()
+        self._closed = False
+        self._exchanges: set[asyncio.Future[httpx.Response]] = set()  # close() cancels
 
     async def __aenter__(self) -> SchemaRegistryClient:
         return self
@@ -222,7 +252,39 @@ class SchemaRegistryClient:
         await self.close()
 
     async def close(self) -> None:
+        """Close the connections; calls waiting on them, and any later call, raise
+        ``SchemaRegistryError``."""
+        self._closed = True
+        for exchange in list(self._exchanges):
+            # a request still connecting or waiting for a pooled connection is not
+            # interrupted by aclose(): its caller waited for the whole timeout
+            exchange.cancel()
         await self._http.aclose()
+
+    async def _exchange(self, method: str, url: str, content: str | None) -> httpx.Response:
+        """One request and its whole answer within ``timeout`` (httpx's own timeouts
+        are per read: a registry dripping its body byte by byte held a call forever),
+        and at most ``_MAX_ANSWER`` bytes of it (a runaway body is not read into memory)."""
+        async with asyncio.timeout(self._timeout):
+            request = self._http.build_request(method, url, content=content)
+            resp = await self._http.send(request, stream=True)
+            try:
+                body = bytearray()
+                async for chunk in resp.aiter_bytes():
+                    body += chunk
+                    if len(body) > _MAX_ANSWER:
+                        raise SchemaRegistryError(
+                            f"{method} {url}: the answer is larger than {_MAX_ANSWER} bytes",
+                            resp.status_code,
+                        )
+            finally:
+                await resp.aclose()
+        # the body as read (decoded): a plain response of it, for _answer
+        return httpx.Response(
+            resp.status_code,
+            content=bytes(body),
+            headers={"Content-Type": resp.headers.get("Content-Type", "application/json")},
+        )
 
     # -- the request loop ------------------------------------------------------------
 
@@ -238,11 +300,30 @@ class SchemaRegistryClient:
             for i in range(n):
                 index = (self._preferred + i) % n
                 url = self.urls[index]
+                # closed: httpx raises a bare RuntimeError, and fails a request in
+                # flight as a ReadError (it would be retried): say what happened
+                if self._closed:
+                    raise _closed(method, path)
+                exchange = asyncio.ensure_future(self._exchange(method, url + path, content))
+                self._exchanges.add(exchange)
                 try:
-                    resp = await self._http.request(method, url + path, content=content)
-                except httpx.TransportError as exc:
-                    failures.append(f"{url}: {type(exc).__name__}: {exc}")
+                    resp = await exchange
+                except asyncio.CancelledError:
+                    caller = asyncio.current_task()
+                    if self._closed and not (caller is not None and caller.cancelling()):
+                        raise _closed(method, path) from None  # close() cancelled it
+                    raise
+                except (httpx.TransportError, TimeoutError) as exc:
+                    if self._closed:
+                        raise _closed(method, path) from None
+                    failures.append(
+                        f"{url}: no complete answer within {self._timeout:g} s"
+                        if isinstance(exc, TimeoutError)
+                        else f"{url}: {type(exc).__name__}: {exc}"
+                    )
                     continue
+                finally:
+                    self._exchanges.discard(exchange)
                 if resp.status_code == 429 or resp.status_code >= 500:
                     failures.append(f"{url}: HTTP {resp.status_code}")
                     continue
@@ -255,6 +336,18 @@ class SchemaRegistryClient:
             tried,
         )
 
+    async def _call(self, method: str, path: str, parse: Callable[[Any], T], body: Any = None) -> T:
+        """``_request`` with its answer read by ``parse``: a body of the wrong shape (a
+        proxy's HTML page, a 200 without the fields) is a ``SchemaRegistryError``."""
+        answer = await self._request(method, path, body)
+        try:
+            return parse(answer)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise SchemaRegistryError(
+                f"{method} {path}: the registry's answer is not the API's "
+                f"({type(exc).__name__}: {exc}): {str(answer)[:200]}"
+            ) from None
+
     # -- schemas by id ---------------------------------------------------------------
 
     async def get_schema(self, schema_id: int) -> Schema:
@@ -265,8 +358,7 @@ class SchemaRegistryClient:
         return await self._flights.run(("id", schema_id), lambda: self._fetch_id(schema_id))
 
     async def _fetch_id(self, schema_id: int) -> Schema:
-        body = await self._request("GET", f"/schemas/ids/{int(schema_id)}")
-        schema = Schema.from_json(body)
+        schema = await self._call("GET", f"/schemas/ids/{int(schema_id)}", Schema.from_json)
         self._by_id[schema_id] = schema
         return schema
 
@@ -284,10 +376,8 @@ class SchemaRegistryClient:
 
     async def _register(self, subject: str, schema: Schema, normalize: bool) -> int:
         query = "?normalize=true" if normalize else ""
-        body = await self._request(
-            "POST", f"/subjects/{_q(subject)}/versions{query}", schema.to_json()
-        )
-        schema_id = int(body["id"])
+        path = f"/subjects/{_q(subject)}/versions{query}"
+        schema_id = await self._call("POST", path, _schema_id, schema.to_json())
         self._ids[(subject, schema, normalize)] = schema_id
         self._by_id.setdefault(schema_id, schema)
         return schema_id
@@ -304,8 +394,12 @@ class SchemaRegistryClient:
 
     async def _lookup(self, subject: str, schema: Schema, normalize: bool) -> RegisteredSchema:
         query = "?normalize=true" if normalize else ""
-        body = await self._request("POST", f"/subjects/{_q(subject)}{query}", schema.to_json())
-        found = _registered(body, subject, schema)
+        found = await self._call(
+            "POST",
+            f"/subjects/{_q(subject)}{query}",
+            lambda body: _registered(body, subject, schema),
+            schema.to_json(),
+        )
         self._registered[(subject, schema, normalize)] = found
         self._ids[(subject, schema, normalize)] = found.schema_id
         self._by_id.setdefault(found.schema_id, schema)
@@ -329,23 +423,24 @@ class SchemaRegistryClient:
 
     async def get_version(self, subject_name: str, version: int | str) -> RegisteredSchema:
         """One version of a subject (``"latest"`` for the newest)."""
-        body = await self._request("GET", f"/subjects/{_q(subject_name)}/versions/{version}")
-        found = _registered(body, subject_name, None)
+        found = await self._call(
+            "GET",
+            f"/subjects/{_q(subject_name)}/versions/{version}",
+            lambda body: _registered(body, subject_name, None),
+        )
         self._by_id.setdefault(found.schema_id, found.schema)
         return found
 
     async def get_versions(self, subject_name: str) -> list[int]:
-        return [
-            int(v) for v in await self._request("GET", f"/subjects/{_q(subject_name)}/versions")
-        ]
+        return await self._call("GET", f"/subjects/{_q(subject_name)}/versions", _ints)
 
     async def get_subjects(self) -> list[str]:
-        return [str(s) for s in await self._request("GET", "/subjects")]
+        return await self._call("GET", "/subjects", _strs)
 
     async def delete_subject(self, subject_name: str, permanent: bool = False) -> list[int]:
         """Delete a subject (soft, or hard with ``permanent``); the versions deleted."""
         path = f"/subjects/{_q(subject_name)}"
-        versions = [int(v) for v in await self._request("DELETE", path)]
+        versions = await self._call("DELETE", path, _ints)
         if permanent:
             await self._request("DELETE", path + "?permanent=true")
         self._forget_subject(subject_name)
@@ -353,7 +448,7 @@ class SchemaRegistryClient:
 
     async def delete_version(self, subject_name: str, version: int, permanent: bool = False) -> int:
         path = f"/subjects/{_q(subject_name)}/versions/{int(version)}"
-        deleted = int(await self._request("DELETE", path))
+        deleted = await self._call("DELETE", path, _int)
         if permanent:
             await self._request("DELETE", path + "?permanent=true")
         self._forget_subject(subject_name)
@@ -368,7 +463,7 @@ class SchemaRegistryClient:
     async def get_referenced_by(self, subject_name: str, version: int | str) -> list[int]:
         """The ids of schemas that reference this version."""
         path = f"/subjects/{_q(subject_name)}/versions/{version}/referencedby"
-        return [int(i) for i in await self._request("GET", path)]
+        return await self._call("GET", path, _ints)
 
     # -- compatibility, config, modes ------------------------------------------------
 
@@ -376,37 +471,82 @@ class SchemaRegistryClient:
         self, subject_name: str, schema: Schema, version: int | str = "latest"
     ) -> bool:
         path = f"/compatibility/subjects/{_q(subject_name)}/versions/{version}"
-        body = await self._request("POST", path, schema.to_json())
-        return bool(body.get("is_compatible"))
+        return await self._call(
+            "POST", path, lambda body: _typed(body["is_compatible"], bool), schema.to_json()
+        )
 
     async def set_compatibility(self, subject_name: str | None = None, level: str = "") -> str:
         """Set a subject's (or the global) compatibility level, e.g. ``"BACKWARD"``."""
         if not level:
             raise KafkaConfigError("set_compatibility needs level= (e.g. 'BACKWARD')")
-        body = await self._request("PUT", _config_path(subject_name), {"compatibility": level})
-        return str(body.get("compatibility", level))
+        return await self._call(
+            "PUT",
+            _config_path(subject_name),
+            lambda body: str(_dict(body).get("compatibility", level)),
+            {"compatibility": level},
+        )
 
     async def get_compatibility(self, subject_name: str | None = None) -> str:
-        body = await self._request("GET", _config_path(subject_name))
-        return str(body.get("compatibilityLevel") or body.get("compatibility"))
+        return await self._call("GET", _config_path(subject_name), _level)
 
     async def set_config(
         self, subject_name: str | None = None, config: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        body = await self._request("PUT", _config_path(subject_name), dict(config or {}))
-        return dict(body)
+        return await self._call("PUT", _config_path(subject_name), _dict, dict(config or {}))
 
     async def get_config(self, subject_name: str | None = None) -> dict[str, Any]:
-        return dict(await self._request("GET", _config_path(subject_name)))
+        return await self._call("GET", _config_path(subject_name), _dict)
 
     async def set_mode(self, mode: str, subject_name: str | None = None) -> str:
         path = "/mode" if subject_name is None else f"/mode/{_q(subject_name)}"
-        body = await self._request("PUT", path, {"mode": mode})
-        return str(body.get("mode", mode))
+        return await self._call(
+            "PUT", path, lambda body: str(_dict(body).get("mode", mode)), {"mode": mode}
+        )
 
     async def get_mode(self, subject_name: str | None = None) -> str:
         path = "/mode" if subject_name is None else f"/mode/{_q(subject_name)}"
-        return str((await self._request("GET", path)).get("mode"))
+        return await self._call("GET", path, lambda body: _typed(body["mode"], str))
+
+
+# readers of the registry's answers: a wrong shape raises KeyError/TypeError/ValueError,
+# which _call turns into a SchemaRegistryError
+
+
+def _typed(value: Any, kind: type[T]) -> T:
+    if not isinstance(value, kind):
+        raise TypeError(f"{value!r} is not a {kind.__name__}")
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{value!r} is not an integer")
+    return value
+
+
+def _ints(body: Any) -> list[int]:
+    return [_int(v) for v in _typed(body, list)]
+
+
+def _strs(body: Any) -> list[str]:
+    return [_typed(v, str) for v in _typed(body, list)]
+
+
+def _dict(body: Any) -> dict[str, Any]:
+    return dict(_typed(body, dict))
+
+
+def _schema_id(body: Any) -> int:
+    return _int(body["id"])
+
+
+def _level(body: Any) -> str:
+    body = _typed(body, dict)
+    return _typed(body.get("compatibilityLevel") or body["compatibility"], str)
+
+
+def _closed(method: str, path: str) -> SchemaRegistryError:
+    return SchemaRegistryError(f"{method} {path}: the SchemaRegistryClient is closed")
 
 
 def _q(subject: str) -> str:
@@ -421,7 +561,7 @@ def _registered(body: Mapping[str, Any], subject: str, schema: Schema | None) ->
     if schema is None or "schema" in body:
         schema = Schema.from_json(body)
     return RegisteredSchema(
-        int(body["id"]), schema, str(body.get("subject", subject)), int(body["version"])
+        _int(body["id"]), schema, str(body.get("subject", subject)), _int(body["version"])
     )
 
 
@@ -429,6 +569,12 @@ def _answer(resp: httpx.Response, method: str, path: str) -> Any:
     try:
         body = resp.json() if resp.content else None
     except ValueError:
+        if resp.status_code < 300:  # e.g. a proxy's or a login page's HTML
+            raise SchemaRegistryError(
+                f"{method} {path}: HTTP {resp.status_code} with a body that is not JSON: "
+                f"{resp.text[:200]!r}",
+                resp.status_code,
+            ) from None
         body = None
     if resp.status_code < 300:
         return body

@@ -150,7 +150,7 @@ class JSONDeserializer(ContextDeserializer[Any]):
         schema_id, payload = unframe(data)
         try:
             record = json.loads(bytes(payload))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise SchemaMismatchError(
                 f"payload with schema id {schema_id} is not JSON: {exc}", "$"
             ) from exc

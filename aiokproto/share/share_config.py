@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiokproto.errors import KafkaConfigError
+from aiokproto.serialization import refuse_async_plain
 from aiokproto.structs import TopicPartition
 
 #: ``acknowledgement_commit_callback(offsets, error)``: per partition, the offsets whose
@@ -51,5 +52,7 @@ class ShareConfig:
             value = getattr(self, name)
             if value is not None and not callable(value):
                 raise KafkaConfigError(f"{name} must be callable or None, not {value!r}")
+            if name != "acknowledgement_commit_callback":
+                refuse_async_plain(name, value)
         if self.client_rack is not None and not isinstance(self.client_rack, str):
             raise KafkaConfigError(f"client_rack must be a str or None, not {self.client_rack!r}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -25,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
+from aiokproto.testing import processes
 from aiokproto.testing.errors import KafkaHarnessError
 from aiokproto.testing.jars import _digest, _file_lock, default_cache_dir, tool_on_path
 from aiokproto.testing.ports import free_ports
@@ -198,10 +198,10 @@ class LocalSchemaRegistry:
             "-jar",
             str(jar),
         ]
-        with self._log.open("wb") as log:
-            self._proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(jar.parent)
-            )
+        self._log.write_bytes(b"")  # this run's log only
+        # spawn(): reaped at exit, and killed by the kernel if this process dies
+        # abruptly (a bare Popen outlived a killed pytest, holding ~200 MB and its port)
+        self._proc = processes.spawn(cmd, jar.parent, self._log)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -234,12 +234,7 @@ class LocalSchemaRegistry:
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        processes.terminate(proc, grace=15)
 
     def __enter__(self) -> LocalSchemaRegistry:
         self.start()

@@ -8,7 +8,10 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
+
 from aiokproto import Consumer, Producer
+from aiokproto.consumer import RecordDeserializationError
 from aiokproto.serialization import ContextDeserializer, MessageField, SerializationContext
 from aiokproto.structs import TopicPartition
 from tests.producer.helpers import FAST, create_topic
@@ -64,3 +67,44 @@ async def test_awaited_records_are_not_committed_and_survive_a_cancel(
         MessageField.VALUE,
         [("h", b"1")],
     )
+
+
+class FailsOn(ContextDeserializer[bytes]):
+    async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> bytes:
+        if data == b"bad":
+            raise ValueError("cannot read it")
+        return data or b""
+
+
+async def test_a_failure_after_handed_records_is_raised_by_the_next_call(
+    kafka: Any, topic_name: str
+) -> None:
+    # partition 0 fails at offset 1 in a drain that hands out offset 0: the error must
+    # come with the next call (as a plain deserializer's does) even if that call asks
+    # for partition 1 only; before, it was dropped, and partition 0 silently stopped
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers, **FAST) as p:
+        await p.send(topic_name, b"good", partition=0)
+        await p.send(topic_name, b"bad", partition=0)
+        for i in range(3):
+            await p.send(topic_name, b"x%d" % i, partition=1)
+        await p.flush()
+    async with Consumer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        value_deserializer=FailsOn(),
+    ) as c:
+        c.assign([tp0, tp1])
+        got: dict[TopicPartition, list[bytes]] = {tp0: [], tp1: []}
+        want: tuple[TopicPartition, ...] = ()
+        with pytest.raises(RecordDeserializationError) as info:
+            async with asyncio.timeout(10):  # never raised before
+                while True:
+                    for tp, recs in (await c.getmany(*want, timeout_ms=500)).items():
+                        got[tp] += [r.value for r in recs]
+                    if got[tp0]:
+                        want = (tp1,)  # partition 0 handed out what it could
+        assert (info.value.tp, info.value.offset) == (tp0, 1)
+        assert got[tp0] == [b"good"] and await c.position(tp0) == 1

@@ -3,8 +3,14 @@ in-order deserialization that stops at the first failing record."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import pytest
+
+from aiokproto import Consumer, Producer, ShareConsumer
+from aiokproto.errors import KafkaConfigError
+from aiokproto.producer.checks import SerializationError, _as_bytes
 from aiokproto.serialization import (
     ContextDeserializer,
     ContextSerializer,
@@ -61,3 +67,44 @@ async def test_records_are_deserialized_in_order_up_to_the_first_failure() -> No
     assert failed is not None and failed[0] == 2 and "bad record" in str(failed[1])
     done, failed = await deserialize_records(None, Tagged(), recs[:2])
     assert failed is None and done[0].key == b"k"
+
+
+async def _async_ser(value: Any) -> bytes:
+    return b"x"
+
+
+class _AsyncCall:
+    async def __call__(self, value: Any) -> bytes:
+        return b"x"
+
+
+@pytest.mark.parametrize("fn", [_async_ser, _AsyncCall(), functools.partial(_async_ser)])
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda fn: Producer(bootstrap_servers="h:1", value_serializer=fn), "value_serializer"),
+        (lambda fn: Producer(bootstrap_servers="h:1", key_serializer=fn), "key_serializer"),
+        (lambda fn: Consumer("t", bootstrap_servers="h:1", value_deserializer=fn), "value_des"),
+        (lambda fn: Consumer("t", bootstrap_servers="h:1", key_deserializer=fn), "key_des"),
+        (
+            lambda fn: ShareConsumer(
+                "t", bootstrap_servers="h:1", group_id="g", value_deserializer=fn
+            ),
+            "value_des",
+        ),
+    ],
+)
+def test_an_async_plain_serializer_is_refused_when_the_client_is_made(
+    fn: Any, make: Any, name: str
+) -> None:
+    # called and never awaited: the consumer handed out coroutine objects as values
+    # and the producer failed each send with "not coroutine; pass value_serializer="
+    with pytest.raises(KafkaConfigError, match=f"{name}.* is an async function"):
+        make(fn)
+
+
+async def test_a_plain_serializer_returning_a_coroutine_says_so() -> None:
+    coro = _async_ser(1)
+    with pytest.raises(SerializationError, match="is a coroutine"):
+        _as_bytes(coro, "value")
+    assert coro.cr_frame is None  # closed: no "never awaited" warning

@@ -4,6 +4,7 @@ back-off on 429/5xx, the typed errors, auth headers, and single-flight caches.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -234,6 +235,61 @@ async def test_references_and_schema_type_go_on_the_wire() -> None:
     ]
 
 
+GARBAGE = {
+    "html": lambda: httpx.Response(200, content=b"<html>login</html>"),
+    "empty": lambda: httpx.Response(200),
+    "no fields": lambda: httpx.Response(200, json={"foo": 1}),
+    "a list": lambda: httpx.Response(200, json=["x", None]),
+    "a string id": lambda: httpx.Response(200, json={"id": "abc", "schema": 5}),
+}
+AVRO = Schema('"string"')
+CALLS = {
+    "get_schema": lambda sr: sr.get_schema(1),
+    "register_schema": lambda sr: sr.register_schema("s", AVRO),
+    "lookup_schema": lambda sr: sr.lookup_schema("s", AVRO),
+    "get_latest_version": lambda sr: sr.get_latest_version("s"),
+    "get_versions": lambda sr: sr.get_versions("s"),
+    "get_subjects": lambda sr: sr.get_subjects(),
+    "delete_version": lambda sr: sr.delete_version("s", 1),
+    "test_compatibility": lambda sr: sr.test_compatibility("s", AVRO),
+    "get_compatibility": lambda sr: sr.get_compatibility(),
+    "get_mode": lambda sr: sr.get_mode(),
+}
+
+
+@pytest.mark.parametrize("answer", list(GARBAGE))
+@pytest.mark.parametrize("call", list(CALLS))
+async def test_a_2xx_answer_of_the_wrong_shape_is_typed(answer: str, call: str) -> None:
+    # a proxy's HTML page or a 200 without the fields raised AttributeError/KeyError/
+    # TypeError from deep inside before (or returned "None" for a level)
+    async with client(lambda request: GARBAGE[answer]()) as sr:
+        with pytest.raises(SchemaRegistryError, match=r"not JSON|not the API's"):
+            await CALLS[call](sr)
+
+
+async def test_calls_on_a_closed_client_and_in_flight_at_close_are_typed() -> None:
+    # a server that accepts and never answers: close() fails the waiting calls at
+    # once with "closed" (not a ReadError retried into a bare RuntimeError)
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    sr = SchemaRegistryClient({"url": f"http://127.0.0.1:{port}", "timeout": 20, **FAST})
+    waiting = [asyncio.ensure_future(sr.get_schema(1)), asyncio.ensure_future(sr.get_subjects())]
+    await asyncio.sleep(0.3)  # both sent, waiting for an answer
+    await sr.close()
+    async with asyncio.timeout(5):
+        failed = await asyncio.gather(*waiting, return_exceptions=True)
+    for exc in failed:
+        assert isinstance(exc, SchemaRegistryError) and "closed" in str(exc), exc
+    with pytest.raises(SchemaRegistryError, match="closed"):
+        await sr.get_subjects()
+    server.close()
+    await server.wait_closed()
+
+
 @pytest.mark.parametrize(
     "conf",
     [
@@ -243,6 +299,9 @@ async def test_references_and_schema_type_go_on_the_wire() -> None:
         {"url": "http://a:1", "basic.auth.user.info": "nocolon"},
         {"url": "http://a:1", "basic.auth.user.info": "u:p", "bearer.auth.token": "t"},
         {"url": "http://a:1", "max.retries": -1},
+        # accepted and ignored before: the requests went out without credentials
+        {"url": "http://a:1", "basic.auth.credentials.source": "SASL_INHERIT"},
+        {"url": "http://a:1", "bearer.auth.credentials.source": "OAUTHBEARER"},
     ],
 )
 def test_bad_config_is_refused(conf: dict[str, Any]) -> None:
@@ -297,3 +356,99 @@ async def test_tls_with_a_client_certificate(tmp_path: Any) -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+@pytest.mark.parametrize(
+    "url", ["htp://user:s3cret@h:1", "http://user:s3cret@h:99999", "http://user:s3cret@h:x"]
+)
+def test_a_bad_url_error_does_not_show_its_password(url: str) -> None:
+    # the message quoted the URL as given, password and all (and a bad port raised a
+    # bare ValueError)
+    with pytest.raises(KafkaConfigError) as info:
+        SchemaRegistryClient({"url": url})
+    assert "s3cret" not in str(info.value) and "user" not in str(info.value)
+
+
+async def test_user_info_in_an_ipv6_url() -> None:
+    # the brackets went with the user info: http://::1:8081 before
+    seen: list[Any] = []
+
+    def handler(request: Any) -> Any:
+        seen.append(request)
+        return answer(200, ["s"])
+
+    async with client(handler, url="http://u:p@[::1]:8081/base") as sr:
+        assert sr.urls == ["http://[::1]:8081/base"]
+        await sr.get_subjects()
+    assert str(seen[0].url) == "http://[::1]:8081/base/subjects"
+    assert seen[0].headers["Authorization"].startswith("Basic ")
+
+
+async def test_a_registry_dripping_its_answer_fails_within_the_timeout() -> None:
+    # httpx's timeout is per read: a body sent a byte at a time held the call forever
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n[")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                writer.write(b" ")
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(drip, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    conf = {"url": f"http://127.0.0.1:{port}", "timeout": 0.5, "max.retries": 1, **FAST}
+    async with SchemaRegistryClient(conf) as sr:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        with pytest.raises(RegistryUnreachableError, match=r"no complete answer within 0\.5 s"):
+            async with asyncio.timeout(5):
+                await sr.get_subjects()
+        assert loop.time() - start < 2  # two attempts of 0.5 s
+    server.close()
+    await server.wait_closed()
+
+
+async def test_a_runaway_answer_is_not_read_into_memory() -> None:
+    sent = 0
+
+    async def endless() -> Any:  # 64 MiB here (an endless one took all memory before)
+        nonlocal sent
+        for _ in range(64):
+            sent += 1 << 20
+            yield b" " * (1 << 20)
+
+    async with client(lambda request: httpx.Response(200, content=endless())) as sr:
+        with pytest.raises(SchemaRegistryError, match="larger than"):
+            async with asyncio.timeout(10):
+                await sr.get_subjects()
+    assert sent <= 17 << 20
+
+
+async def test_close_releases_calls_whose_request_is_not_answered_yet() -> None:
+    # a request still in the transport (connecting, or a pooled connection awaited) is
+    # not interrupted by httpx's aclose(): its callers waited for the whole timeout
+    async def never(request: Any) -> Any:
+        await asyncio.sleep(60)
+
+    sr = client(never, timeout=30)
+    waiting = [asyncio.ensure_future(sr.get_schema(1)), asyncio.ensure_future(sr.get_subjects())]
+    await asyncio.sleep(0.1)
+    await sr.close()
+    async with asyncio.timeout(5):
+        failed = await asyncio.gather(*waiting, return_exceptions=True)
+    for exc in failed:
+        assert isinstance(exc, SchemaRegistryError) and "closed" in str(exc), exc
+
+
+async def test_a_cancelled_caller_is_cancelled_not_closed() -> None:
+    async def never(request: Any) -> Any:
+        await asyncio.sleep(60)
+
+    async with client(never, timeout=30) as sr:
+        call = asyncio.ensure_future(sr.get_subjects())
+        await asyncio.sleep(0.1)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
