@@ -18,6 +18,7 @@ from pathlib import Path
 
 from aiokproto import Admin, NewTopic, Producer
 from aiokproto.protocol.messages.metadata import MetadataResponse
+from aiokproto.testing.jars import DEFAULT_VERSION
 from tests.faults.fuzz.corpus import CORPUS_PATH, Corpus, Exchange, dump
 from tests.faults.fuzz.relay import Relay
 from tests.faults.fuzz.scenarios import (
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execve(sys.executable, command, env)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", help="record against this broker instead")
-    parser.add_argument("--kafka-version", default="4.3.1")
+    parser.add_argument("--kafka-version", default=DEFAULT_VERSION)
     parser.add_argument("--out", type=Path, default=CORPUS_PATH)
     args = parser.parse_args(argv)
     if args.bootstrap:
