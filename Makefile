@@ -144,8 +144,11 @@ KAFKA43_SLICE := tests/net/test_broker.py::test_every_api_used_goes_out_at_the_n
 # the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,
 # then on Kafka 4.3.1 what the client does differently there (TxnOffsetCommit v5 by
 # name, DeleteGroups v2, ApiVersions v4: about a minute), then a slice on uvloop.
+# The network-partition run (three brokers in namespaces, 1-2 minutes even as a slice)
+# is left to make faults; its checker and namespace tests run here.
+PARTITIONS_RUN := tests/faults/partitions/test_partitions.py::test_partitions_under_produce_transactions_and_group_consumption
 test: venv native jars netns-deps lint typecheck codegen-check file-map-check docs
-	$(call run_pytest,$(PYTEST_ARGS))
+	$(call run_pytest,--deselect $(PARTITIONS_RUN) $(PYTEST_ARGS))
 	AIOKPROTO_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider --unit $(UNIT_TESTS) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-pythons
 	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py tests/consumer/test_positions.py $(PYTEST_ARGS))
