@@ -525,8 +525,9 @@ async def test_async_pacing_never_sends_early_and_lets_other_tasks_run() -> None
 
     from benchmarks.clients.common import Schedule
 
-    schedule = Schedule(rate=2_000)
-    schedule.begin()
+    # 10 ms apart: pace has something to wait for even on a loaded machine (at 2,000/s
+    # a CI run once found every send time already past, so pace never had to yield)
+    schedule = Schedule(rate=100)
     ticks = 0
 
     async def other() -> None:
@@ -536,13 +537,20 @@ async def test_async_pacing_never_sends_early_and_lets_other_tasks_run() -> None
             await asyncio.sleep(0)
 
     task = asyncio.create_task(other())
+    schedule.begin()
+    waited_ahead = 0
     try:
         for i in range(20):
+            before, ahead = ticks, schedule.due(i) - time.perf_counter_ns()
             await schedule.pace(i)
             assert time.perf_counter_ns() >= schedule.due(i)
+            if ahead > 2_000_000:  # due 2 ms or more away: pace had to let the loop run
+                waited_ahead += 1
+                assert ticks > before, f"record {i}: pace waited {ahead} ns without yielding"
     finally:
         task.cancel()
-    assert ticks > 20  # the loop kept running other tasks while pacing
+        schedule.close()
+    assert waited_ahead > 0  # else the check above never ran
 
 
 async def test_async_pacing_sleeps_in_the_loop_instead_of_spinning() -> None:
