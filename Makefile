@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.4.0 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -140,17 +140,41 @@ KAFKA43_SLICE := tests/net/test_broker.py::test_every_api_used_goes_out_at_the_n
 	tests/net/test_broker.py::test_negotiated_versions_are_the_brokers_maxima \
 	tests/producer/test_transactions_broker.py tests/admin/test_admin_groups.py
 
-# The whole suite on Kafka 4.4.0 (tests that take `kafka_any` also run on 3.9.1), then
-# the admin, connection, producer and fetch integration tests again on Kafka 3.9.1,
-# then on Kafka 4.3.1 what the client does differently there (TxnOffsetCommit v5 by
-# name, DeleteGroups v2, ApiVersions v4: about a minute), then a slice on uvloop.
+# The whole suite on Kafka 4.4.0 (tests that take `kafka_any` also run on 3.9.1). Then two
+# lanes side by side (about 5 minutes instead of 9 one after the other): the unit tests
+# without the compiled codec and on Python 3.12/3.13 (CPU, one run at a time, output to
+# .test-units.log, shown when done), beside the broker slices: the admin, connection,
+# producer and fetch integration tests again on Kafka 3.9.1, what the client does
+# differently on Kafka 4.3.1 (TxnOffsetCommit v5 by name, DeleteGroups v2, ApiVersions
+# v4: about a minute), then a slice on uvloop. Every lane runs to its end; the first
+# failure's exit code is make's.
 # The network-partition run (three brokers in namespaces, 1-2 minutes even as a slice)
 # is left to make faults; its checker and namespace tests run here.
 PARTITIONS_RUN := tests/faults/partitions/test_partitions.py::test_partitions_under_produce_transactions_and_group_consumption
 test: venv native jars netns-deps lint typecheck codegen-check file-map-check docs
 	$(call run_pytest,--deselect $(PARTITIONS_RUN) $(PYTEST_ARGS))
-	AIOKPROTO_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider --unit $(UNIT_TESTS) $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-pythons
+	@$(MAKE) --no-print-directory test-units-serial > .test-units.log 2>&1 & units=$$!; \
+	failed=0; \
+	$(MAKE) --no-print-directory test-broker-slices || failed=$$?; \
+	wait $$units; urc=$$?; \
+	echo "== unit lane (pure Python, Python $(UNIT_PYTHONS)): exit $$urc"; cat .test-units.log; \
+	[ $$failed -eq 0 ] || exit $$failed; exit $$urc
+
+# The unit lane of make test: each run after the other, so that it takes one CPU and
+# leaves the other to the broker slices beside it.
+test-units-serial: $(foreach v,$(UNIT_PYTHONS),$(PY_VENVS)/$(v)/.installed)
+	@failed=0; \
+	echo "== Python 3.11, AIOKPROTO_PURE_PYTHON=1"; \
+	AIOKPROTO_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider --unit $(UNIT_TESTS) $(PYTEST_ARGS) \
+		|| failed=1; \
+	for v in $(UNIT_PYTHONS); do for pure in 0 1; do \
+		echo "== Python $$v, AIOKPROTO_PURE_PYTHON=$$pure"; \
+		AIOKPROTO_PURE_PYTHON=$$pure $(PY_VENVS)/$$v/bin/python -m pytest -q -p no:cacheprovider \
+			--unit $(UNIT_TESTS) $(PYTEST_ARGS) || failed=1; \
+	done; done; exit $$failed
+
+# The broker lane of make test (see there).
+test-broker-slices: venv jars
 	$(call run_pytest,--kafka-version 3.9.1 tests/admin tests/net/test_broker.py tests/producer/test_producer_broker.py tests/consumer/test_fetch_broker.py tests/consumer/test_positions.py $(PYTEST_ARGS))
 	$(call run_pytest,--kafka-version 4.3.1 $(KAFKA43_SLICE) $(PYTEST_ARGS))
 	$(call run_pytest,--event-loop uvloop -m "not slow" $(UVLOOP_SLICE) $(PYTEST_ARGS))

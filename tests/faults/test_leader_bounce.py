@@ -7,8 +7,8 @@ Kafka's own auto rebalance would, so leaders also move while the old one is aliv
 librdkafka then reads the log: every acknowledged record must be there once, at the
 offset the producer reported, in send order, and no send may have failed.
 
-Slice: 100k records, 3 kills. Full (``AIOKPROTO_FAULTS=full``): 1M records, 20 kills.
-A second test freezes leaders (SIGSTOP, then SIGCONT) instead: 50k/200k records, 2/6
+Slice: 50k records, 2 kills. Full (``AIOKPROTO_FAULTS=full``): 1M records, 20 kills.
+A second test freezes leaders (SIGSTOP, then SIGCONT) instead: 30k/200k records, 2/6
 freezes.
 """
 
@@ -123,8 +123,8 @@ async def test_leader_bounces_under_idempotent_load(
     await _bounce_under_load(
         kafka_cluster,
         topic_name,
-        total=fault_scale.pick(100_000, 1_000_000),
-        kills=fault_scale.pick(3, 20),
+        total=fault_scale.pick(50_000, 1_000_000),
+        kills=fault_scale.pick(2, 20),
         budget_s=fault_scale.pick(400, 2_400),  # the whole produce phase, kills included
         freeze=False,
         log_dir=tmp_path,
@@ -145,7 +145,7 @@ async def test_frozen_leaders_under_idempotent_load(
     await _bounce_under_load(
         kafka_cluster,
         topic_name,
-        total=fault_scale.pick(50_000, 200_000),
+        total=fault_scale.pick(30_000, 200_000),
         kills=fault_scale.pick(2, 6),
         budget_s=fault_scale.pick(400, 1_200),
         freeze=True,
