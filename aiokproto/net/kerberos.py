@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -32,6 +33,7 @@ _KDC_ERR_PREAUTH_FAILED = -1765328360
 _AP_ERR_BAD_INTEGRITY = -1765328353
 _AP_ERR_TKT_EXPIRED = -1765328352
 _AP_ERR_SKEW = -1765328347
+_KDCREP_SKEW = -1765328236
 _CC_NOTFOUND = -1765328243
 _REALM_UNKNOWN = -1765328230
 _KDC_UNREACH = -1765328228
@@ -182,9 +184,7 @@ def _start(settings: KerberosSettings, host: str) -> GssapiMechanism:
             name = gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
         store = settings.credential_store()
         creds = gssapi.Credentials(name=name, usage="initiate", store=store or None)
-        flags = (
-            gssapi.RequirementFlag.mutual_authentication | gssapi.RequirementFlag.integrity
-        )
+        flags = gssapi.RequirementFlag.mutual_authentication | gssapi.RequirementFlag.integrity
         context = gssapi.SecurityContext(
             name=gssapi.Name(target, gssapi.NameType.hostbased_service),
             creds=creds,
@@ -208,6 +208,23 @@ def gss_error(exc: Exception, settings: KerberosSettings, target: str) -> Kerber
     minor = _signed32(getattr(exc, "min_code", 0) or 0)
     detail = _gss_text(exc)
     creds = settings.describe_credentials()
+    if settings.keytab is not None and minor in (
+        _FCC_NOFILE,
+        _CC_NOTFOUND,
+        _KT_NOTFOUND,
+        _KDC_ERR_C_PRINCIPAL_UNKNOWN,
+        _KDC_ERR_PREAUTH_FAILED,
+    ):
+        path = settings.keytab.removeprefix("FILE:")
+        if not os.path.exists(path):
+            return KerberosCredentialsError(
+                f"GSSAPI: the keytab {settings.keytab} does not exist (sasl_kerberos_keytab) "
+                f"[{detail}]"
+            )
+        return KerberosCredentialsError(
+            f"GSSAPI: cannot log in with {creds}: check that sasl_kerberos_principal is "
+            f"in the keytab (klist -kt {path}) with the KDC's current key [{detail}]"
+        )
     if minor in (_FCC_NOFILE, _CC_NOTFOUND) or (
         minor == 0 and "No credentials" in detail and settings.keytab is None
     ):
@@ -228,20 +245,19 @@ def gss_error(exc: Exception, settings: KerberosSettings, target: str) -> Kerber
             "and sasl_kerberos_domain_name (the host in the broker's principal) "
             f"[{detail}]"
         )
-    if minor == _AP_ERR_SKEW:
+    if minor in (_AP_ERR_SKEW, _KDCREP_SKEW):
         return KerberosClockSkewError(
             "GSSAPI: this machine's clock differs from the KDC's by more than the allowed "
             f"skew (5 minutes by default): synchronize the clocks (NTP) [{detail}]"
         )
-    if minor in (_KT_NOTFOUND, _KDC_ERR_C_PRINCIPAL_UNKNOWN, _KDC_ERR_PREAUTH_FAILED):
+    if minor in (_KDC_ERR_C_PRINCIPAL_UNKNOWN, _KDC_ERR_PREAUTH_FAILED):
         return KerberosCredentialsError(
-            f"GSSAPI: cannot log in with {creds}: check that sasl_kerberos_principal is "
-            f"in the keytab with the KDC's current key [{detail}]"
+            f"GSSAPI: the KDC refused the client principal of {creds}: check "
+            f"sasl_kerberos_principal [{detail}]"
         )
     if minor in (_KDC_UNREACH, _REALM_UNKNOWN):
         return KerberosError(
-            f"GSSAPI: cannot reach a KDC for the realm: check krb5.conf ($KRB5_CONFIG) "
-            f"[{detail}]"
+            f"GSSAPI: cannot reach a KDC for the realm: check krb5.conf ($KRB5_CONFIG) [{detail}]"
         )
     return KerberosError(f"GSSAPI with {creds} for {target} failed: {detail}")
 

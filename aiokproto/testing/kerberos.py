@@ -33,6 +33,8 @@ _TOOLS = {
     "kadmin.local": "krb5-admin-server",
     "kinit": "krb5-user",
 }
+#: runs a second KDC with its clock ahead (``LocalKdc.start_skewed``)
+_FAKETIME = ("faketime", "faketime")
 _START_TIMEOUT_S = 15.0
 _TOOL_TIMEOUT_S = 30.0
 
@@ -60,10 +62,13 @@ def kerberos_missing() -> str | None:
     return None
 
 
-def krb5_conf(realm: str, kdc_port: int, default_ccache: Path) -> str:
-    """The client-side krb5.conf of the realm (read by MIT's library and by Java)."""
+def krb5_conf(realm: str, kdc_port: int, default_ccache: Path, timesync: bool = True) -> str:
+    """The client-side krb5.conf of the realm (read by MIT's library and by Java);
+    ``timesync=False`` turns off MIT's correction of the client's clock to the KDC's
+    (kdc_timesync), so a skewed KDC is an error."""
     return f"""[libdefaults]
     default_realm = {realm}
+    kdc_timesync = {int(timesync)}
     dns_lookup_kdc = false
     dns_lookup_realm = false
     rdns = false
@@ -119,6 +124,7 @@ class LocalKdc(BlockingService):
         self.port = 0
         self._directory: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._skewed: subprocess.Popen[bytes] | None = None
 
     @property
     def directory(self) -> Path:
@@ -165,35 +171,60 @@ class LocalKdc(BlockingService):
 
     def stop(self) -> None:
         try:
-            if self._proc is not None:
-                processes.terminate(self._proc, 5.0)
-                self._proc = None
+            for proc in (self._proc, self._skewed):
+                if proc is not None:
+                    processes.terminate(proc, 5.0)
+            self._proc = self._skewed = None
         finally:
             if self._directory is not None:
                 shutil.rmtree(self._directory, ignore_errors=True)
                 self._directory = None
 
-    def _wait_listening(self) -> None:
+    def start_skewed(self, offset: str = "+1 hour") -> Path:
+        """A second KDC of the same realm and database whose clock is ``offset`` ahead
+        (run under faketime); returns a krb5.conf that points clients at it, with MIT's
+        clock correction off. Stopped with the KDC."""
+        faketime = _which(_FAKETIME[0])
+        if faketime is None:
+            raise KafkaHarnessError(f"{_FAKETIME[0]} is not installed (Debian: {_FAKETIME[1]})")
+        if self._skewed is not None:
+            raise KafkaHarnessError("the skewed KDC is already running")
+        port = free_ports(1)[0]
+        profile = self.directory / "kdc-skewed.conf"
+        profile.write_text(kdc_conf(self.realm, port, self.directory, self.max_life))
+        conf = self.directory / "krb5-skewed.conf"
+        conf.write_text(
+            krb5_conf(self.realm, port, self.directory / "ccache-skewed", timesync=False)
+        )
+        env = {**os.environ, "KRB5_CONFIG": str(conf), "KRB5_KDC_PROFILE": str(profile)}
+        argv = [faketime, offset, str(_which("krb5kdc")), "-n", "-r", self.realm]
+        self._skewed = processes.spawn(
+            argv, self.directory, self.directory / "krb5kdc-skewed.out", env=env
+        )
+        self._wait_listening(self._skewed, port)
+        return conf
+
+    def _wait_listening(self, proc: subprocess.Popen[bytes] | None = None, port: int = 0) -> None:
+        proc = proc or self._proc
+        port = port or self.port
+        assert proc is not None
         deadline = time.monotonic() + _START_TIMEOUT_S
         while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise KafkaHarnessError(
-                    f"krb5kdc exited with {self._proc.returncode}", self.log_tail()
-                )
+            if proc.poll() is not None:
+                raise KafkaHarnessError(f"krb5kdc exited with {proc.returncode}", self.log_tail())
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                     return
             except OSError:
                 time.sleep(0.02)
         raise KafkaHarnessError(
-            f"krb5kdc did not listen on port {self.port} within {_START_TIMEOUT_S:.0f}s",
+            f"krb5kdc did not listen on port {port} within {_START_TIMEOUT_S:.0f}s",
             self.log_tail(),
         )
 
     def log_tail(self, lines: int = 40) -> str:
         out: list[str] = []
-        for name in ("krb5kdc.out", "kdc.log"):
+        for name in ("krb5kdc.out", "krb5kdc-skewed.out", "kdc.log"):
             path = self.directory / name
             if path.exists():
                 out += path.read_text(errors="replace").splitlines()[-lines:]
@@ -287,4 +318,3 @@ def gssapi_broker_options(
         overrides[f"{prefix}.sasl.jaas.config"] = jaas
     jvm = [f"-Djava.security.krb5.conf={kdc.krb5_conf}"]
     return overrides, jvm
-

@@ -6,6 +6,7 @@ failing at once with what to fix."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from aiokproto.consumer import Consumer
 from aiokproto.net.kerberos import (
+    KerberosClockSkewError,
     KerberosCredentialsError,
     KerberosServicePrincipalError,
     KerberosTicketExpiredError,
@@ -68,12 +70,12 @@ async def test_keytab_login_over_sasl_ssl(realm: Realm, gssapi_kafka: LocalKafka
 async def test_keytab_sessions_are_reauthenticated_across_ticket_renewal(
     realm: Realm, gssapi_kafka: LocalKafka
 ) -> None:
-    # carol's tickets live 3 s, the listener's sessions 1.5 s: one connection
+    # carol's tickets live 2 s, the listener's sessions 1.5 s: one connection
     # re-authenticates (KIP-368) again and again while its tickets expire and the
     # client gets new ones from the keytab
     keytab = realm.keytabs / "carol.keytab"
     if not keytab.exists():
-        realm.kdc.add_principal("carol", keytab, max_life="3 seconds")
+        realm.kdc.add_principal("carol", keytab, max_life="2 seconds")
     logins_before = realm.kdc.as_requests("carol")
     async with client_for(
         gssapi_kafka.bootstrap("SASL_PLAINTEXT"),
@@ -85,7 +87,7 @@ async def test_keytab_sessions_are_reauthenticated_across_ticket_renewal(
         conn = await client.connection(node)
         deadlines = [conn._reauth_at]
         began = time.monotonic()
-        while time.monotonic() - began < 4.5:  # past the first ticket's end
+        while time.monotonic() - began < 3.2:  # past the first ticket's end
             await asyncio.sleep(0.5)
             await conn.send(MetadataRequest(topics=[]))
             if conn._reauth_at != deadlines[-1]:
@@ -138,3 +140,22 @@ async def test_unknown_service_principal_names_the_options(
     )
     assert "kafka-nope/localhost" in message
     assert "sasl_kerberos_service_name" in message
+
+
+async def test_clock_skew_with_the_kdc_says_to_synchronize(
+    realm: Realm, gssapi_kafka: LocalKafka, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("faketime") is None:
+        pytest.skip("faketime is not installed (make krb5-deps installs it as root)")
+    # the same realm served by a KDC an hour ahead, MIT's clock correction off
+    keytab = realm.keytabs / "dave.keytab"
+    if not keytab.exists():
+        realm.kdc.add_principal("dave", keytab)
+    monkeypatch.setenv("KRB5_CONFIG", str(realm.kdc.start_skewed("+1 hour")))
+    message = await _fails_fast(
+        gssapi_kafka,
+        KerberosClockSkewError,
+        sasl_kerberos_keytab=str(keytab),
+        sasl_kerberos_principal="dave",
+    )
+    assert "synchronize the clocks" in message and "skew" in message.lower()

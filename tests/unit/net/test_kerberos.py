@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -139,8 +140,9 @@ class FakeGssError(Exception):
         (-1765328243, KerberosCredentialsError, "run kinit"),  # CC_NOTFOUND
         (-1765328352, KerberosTicketExpiredError, "has expired"),  # TKT_EXPIRED
         (-1765328377, KerberosServicePrincipalError, "kafka/b1@<realm>"),  # S_PRINCIPAL
-        (-1765328347, KerberosClockSkewError, "synchronize the clocks"),  # SKEW
-        (-1765328203, KerberosCredentialsError, "in the keytab"),  # KT_NOTFOUND
+        (-1765328347, KerberosClockSkewError, "synchronize the clocks"),  # AP_ERR_SKEW
+        (-1765328236, KerberosClockSkewError, "synchronize the clocks"),  # KDCREP_SKEW
+        (-1765328378, KerberosCredentialsError, "check sasl_kerberos_principal"),
         (-1765328228, KerberosError, "cannot reach a KDC"),  # KDC_UNREACH
         (12345, KerberosError, "GSSAPI with the default ticket cache"),
     ],
@@ -154,10 +156,23 @@ def test_gss_errors_become_typed_errors_that_say_what_to_fix(
     assert needle in str(got) and "the library's words" in str(got)
 
 
+@pytest.mark.parametrize("minor", [-1765328189, -1765328243, -1765328203, -1765328378])
+def test_keytab_errors_say_whether_the_file_or_the_principal_is_wrong(
+    minor: int, tmp_path: Path
+) -> None:
+    missing = KerberosSettings(keytab=str(tmp_path / "none.keytab"), principal="app@R")
+    got = gss_error(FakeGssError(minor), missing, "kafka@b1")
+    assert type(got) is KerberosCredentialsError
+    assert f"the keytab {tmp_path / 'none.keytab'} does not exist" in str(got)
+    (tmp_path / "app.keytab").write_bytes(b"\x05\x02")
+    present = KerberosSettings(keytab=f"FILE:{tmp_path / 'app.keytab'}", principal="app@R")
+    got = gss_error(FakeGssError(minor), present, "kafka@b1")
+    assert type(got) is KerberosCredentialsError and "kinit" not in str(got)
+    assert f"keytab FILE:{tmp_path / 'app.keytab'} (app@R)" in str(got)
+    assert f"klist -kt {tmp_path / 'app.keytab'}" in str(got)
+
+
 def test_errors_name_the_credentials_used() -> None:
-    keytab = KerberosSettings(keytab="/etc/app.keytab", principal="app@R")
-    got = gss_error(FakeGssError(-1765328203), keytab, "kafka@b1")
-    assert "keytab /etc/app.keytab (app@R)" in str(got)
     got = gss_error(FakeGssError(-1765328352), KerberosSettings(ccache="FILE:/c"), "kafka@b1")
     assert "ticket cache FILE:/c" in str(got)
 
