@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -120,6 +121,44 @@ class KerberosSettings:
         if self.ccache is not None:
             return f"ticket cache {self.ccache}"
         return "the default ticket cache ($KRB5CCNAME)"
+
+
+KRB5_LOGIN_MODULE = "Krb5LoginModule"
+_JAAS_PAIR = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)""")
+# Java's Krb5LoginModule options: the ones that say where the credentials are, and the
+# ones with no meaning here (the library gets and renews tickets itself)
+_JAAS_OPTIONS = {"keyTab": "sasl_kerberos_keytab", "principal": "sasl_kerberos_principal",
+                 "ticketCache": "sasl_kerberos_ccache"}  # fmt: skip
+_JAAS_FLAGS = frozenset(
+    {"useKeyTab", "useTicketCache", "storeKey", "doNotPrompt", "renewTGT", "debug",
+     "refreshKrb5Config", "isInitiator", "tryFirstPass", "useFirstPass", "storePass",
+     "clearPass"}
+)  # fmt: skip
+
+
+def is_krb5_login_module(jaas: str) -> bool:
+    """Whether a ``sasl.jaas.config`` value configures Java's Krb5LoginModule."""
+    module = jaas.split(None, 1)[0] if jaas.strip() else ""
+    return module.endswith(KRB5_LOGIN_MODULE)
+
+
+def krb5_jaas_options(jaas: str) -> dict[str, str]:
+    """A Java ``sasl.jaas.config`` with Krb5LoginModule as aiokproto options: keyTab,
+    principal and ticketCache become ``sasl_kerberos_keytab/principal/ccache``.
+    ``ValueError`` names an option it does not know or a keytab login without keyTab."""
+    values: dict[str, str] = {}
+    for match in _JAAS_PAIR.finditer(jaas):
+        raw = match.group(2) if match.group(2) is not None else match.group(3)
+        values[match.group(1)] = re.sub(r"\\(.)", r"\1", raw)
+    unknown = sorted(set(values) - set(_JAAS_OPTIONS) - _JAAS_FLAGS)
+    if unknown:
+        raise ValueError(f"Krb5LoginModule option(s) not understood: {', '.join(unknown)}")
+    if values.get("useKeyTab", "").lower() == "true" and "keyTab" not in values:
+        raise ValueError('Krb5LoginModule with useKeyTab=true needs keyTab="..."')
+    out = {ours: values[java] for java, ours in _JAAS_OPTIONS.items() if java in values}
+    if values.get("useKeyTab", "").lower() != "true":
+        out.pop("sasl_kerberos_keytab", None)  # Java ignores keyTab without useKeyTab
+    return out
 
 
 def security_layer_answer(offer: bytes, authorization_id: str = "") -> bytes:

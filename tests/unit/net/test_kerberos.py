@@ -24,6 +24,8 @@ from aiokproto.net.kerberos import (
     KerberosSettings,
     KerberosTicketExpiredError,
     gss_error,
+    is_krb5_login_module,
+    krb5_jaas_options,
     security_layer_answer,
 )
 from aiokproto.net.security import SecurityConfig
@@ -175,6 +177,24 @@ def test_keytab_errors_say_whether_the_file_or_the_principal_is_wrong(
 def test_errors_name_the_credentials_used() -> None:
     got = gss_error(FakeGssError(-1765328352), KerberosSettings(ccache="FILE:/c"), "kafka@b1")
     assert "ticket cache FILE:/c" in str(got)
+
+
+def test_krb5_login_module_options_become_ours() -> None:
+    module = "com.sun.security.auth.module.Krb5LoginModule required "
+    assert is_krb5_login_module(module + "useTicketCache=true;")
+    assert not is_krb5_login_module("org.apache.kafka.common.security.plain.PlainLoginModule")
+    assert not is_krb5_login_module("")
+    assert krb5_jaas_options(
+        module + 'useKeyTab=true storeKey=true keyTab="/a \\"b\\".kt" principal="u@R";'
+    ) == {"sasl_kerberos_keytab": '/a "b".kt', "sasl_kerberos_principal": "u@R"}
+    # unquoted values, a ticket cache, and a keyTab Java would ignore without useKeyTab
+    assert krb5_jaas_options(
+        module + "useTicketCache=true ticketCache=/tmp/cc keyTab=/k principal=u@R;"
+    ) == {"sasl_kerberos_ccache": "/tmp/cc", "sasl_kerberos_principal": "u@R"}
+    with pytest.raises(ValueError, match="needs keyTab"):
+        krb5_jaas_options(module + "useKeyTab=true;")
+    with pytest.raises(ValueError, match="not understood: keytab, serviceName"):
+        krb5_jaas_options(module + "keytab=/k serviceName=kafka;")
 
 
 def test_without_the_gssapi_package_construction_fails_with_the_install_line(
