@@ -137,6 +137,11 @@ class LocalKdc(BlockingService):
         return self.directory / "krb5.conf"
 
     @property
+    def default_ccache(self) -> Path:
+        """The ticket cache clients use when neither $KRB5CCNAME nor an option names one."""
+        return self.directory / "ccache-default"
+
+    @property
     def env(self) -> dict[str, str]:
         return {
             "KRB5_CONFIG": str(self.krb5_conf),
@@ -151,7 +156,7 @@ class LocalKdc(BlockingService):
         try:
             self.port = free_ports(1)[0]
             self.krb5_conf.write_text(
-                krb5_conf(self.realm, self.port, self.directory / "ccache-default")
+                krb5_conf(self.realm, self.port, self.default_ccache)
             )
             (self.directory / "kdc.conf").write_text(
                 kdc_conf(self.realm, self.port, self.directory, self.max_life)

@@ -25,7 +25,7 @@ from aiokproto.producer import Producer
 from aiokproto.protocol.messages.metadata import MetadataRequest
 from aiokproto.testing import LocalKafka
 from tests.clients import client_for
-from tests.kerberos.conftest import Realm
+from tests.kerberos.fixtures import Realm
 
 # the broker's principal is kafka/localhost; its listeners advertise 127.0.0.1
 GSSAPI = {

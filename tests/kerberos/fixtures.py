@@ -1,6 +1,8 @@
-"""A throwaway MIT Kerberos realm and a Kafka broker with GSSAPI listeners, both started
-once per session (skipped, saying why, without MIT Kerberos, the gssapi package or a
-locally started Kafka)."""
+"""Fixtures (a pytest plugin, loaded by tests/conftest.py): a throwaway MIT Kerberos
+realm and a Kafka broker with GSSAPI listeners, both started once per session on first
+use (skipped, saying why, without MIT Kerberos, the gssapi package or a locally started
+Kafka). ``realm.default_ccache`` is the realm's default ticket cache, where the guides'
+"after kinit" example finds alice's ticket."""
 
 from __future__ import annotations
 
