@@ -113,6 +113,16 @@ class KerberosSettings:
             store["ccache"] = self.ccache
         return store
 
+    def check_library(self, gssapi: ModuleType) -> None:
+        """A keytab or a named cache needs the credential-store extension (MIT Kerberos
+        has it; Heimdal does not): refuse at construction rather than at connect."""
+        if self.credential_store() and not hasattr(gssapi.raw, "acquire_cred_from"):
+            raise KafkaConfigError(
+                "sasl_kerberos_keytab and sasl_kerberos_ccache need the GSS-API credential "
+                "store extension (MIT Kerberos), which this system's library lacks: get a "
+                "ticket with kinit -kt instead and leave both unset"
+            )
+
     def describe_credentials(self) -> str:
         if self.keytab is not None:
             return f"keytab {self.keytab}" + (f" ({self.principal})" if self.principal else "")

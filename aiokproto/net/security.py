@@ -79,8 +79,8 @@ class SecurityConfig:
                 if self.sasl_oauth_token_provider is None:
                     raise KafkaConfigError("OAUTHBEARER needs sasl_oauth_token_provider")
             elif self.sasl_mechanism == "GSSAPI":
-                self.kerberos  # noqa: B018 - validates the sasl_kerberos_* options
-                load_gssapi()  # fail at construction, with the install line
+                # fail at construction: bad options, no gssapi (the install line)
+                self.kerberos.check_library(load_gssapi())
             elif self.sasl_plain_username is None or self.sasl_plain_password is None:
                 raise KafkaConfigError(
                     f"{self.sasl_mechanism} needs sasl_plain_username and sasl_plain_password"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,16 @@ def test_credential_store_keeps_keytab_tickets_in_a_private_memory_cache() -> No
     assert a == KerberosSettings(keytab="/k", principal="alice").credential_store()
     both = KerberosSettings(keytab="/k", ccache="FILE:/c").credential_store()
     assert both == {"client_keytab": "/k", "ccache": "FILE:/c"}
+
+
+def test_keytab_and_named_cache_need_the_credential_store_extension() -> None:
+    heimdal_like = types.SimpleNamespace(raw=types.SimpleNamespace())
+    KerberosSettings().check_library(heimdal_like)  # type: ignore[arg-type]  # default cache
+    for settings in (KerberosSettings(keytab="/k"), KerberosSettings(ccache="FILE:/c")):
+        with pytest.raises(KafkaConfigError, match="credential store extension"):
+            settings.check_library(heimdal_like)  # type: ignore[arg-type]
+    mit_like = types.SimpleNamespace(raw=types.SimpleNamespace(acquire_cred_from=None))
+    KerberosSettings(keytab="/k").check_library(mit_like)  # type: ignore[arg-type]
 
 
 class ScriptedContext:
