@@ -28,6 +28,14 @@ from aiokproto.testing.discovery import (
 from aiokproto.testing.kerberos import LocalKdc, gssapi_broker_options, kerberos_missing
 from aiokproto.testing.node import FAST_START_JVM_OPTIONS
 
+#: client options for the SASL_PLAINTEXT GSSAPI listener: the broker's principal is
+#: kafka/localhost while its listeners advertise 127.0.0.1
+GSSAPI = {
+    "security_protocol": "SASL_PLAINTEXT",
+    "sasl_mechanism": "GSSAPI",
+    "sasl_kerberos_domain_name": "localhost",
+}
+
 #: KIP-368 sessions on the SASL_PLAINTEXT GSSAPI listener (SASL_SSL keeps unlimited ones)
 REAUTH_MS = 1500
 

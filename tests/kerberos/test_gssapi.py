@@ -25,14 +25,7 @@ from aiokproto.producer import Producer
 from aiokproto.protocol.messages.metadata import MetadataRequest
 from aiokproto.testing import LocalKafka
 from tests.clients import client_for
-from tests.kerberos.fixtures import Realm
-
-# the broker's principal is kafka/localhost; its listeners advertise 127.0.0.1
-GSSAPI = {
-    "security_protocol": "SASL_PLAINTEXT",
-    "sasl_mechanism": "GSSAPI",
-    "sasl_kerberos_domain_name": "localhost",
-}
+from tests.kerberos.fixtures import GSSAPI, Realm
 
 
 async def test_ticket_cache_login_produces_and_consumes(

@@ -24,8 +24,7 @@ from aiokproto.testing.jars import classpath
 from aiokproto.testing.kerberos import krb5_conf
 from aiokproto.testing.node import find_java
 from tests.clients import client_for
-from tests.kerberos.fixtures import REAUTH_MS, Realm
-from tests.kerberos.test_gssapi import GSSAPI
+from tests.kerberos.fixtures import GSSAPI, REAUTH_MS, Realm
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("AIOKPROTO_KERBEROS") != "full",
