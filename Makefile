@@ -211,11 +211,11 @@ netns-deps:
 
 # tests/kerberos needs MIT Kerberos: the KDC and kadmin.local (krb5-kdc,
 # krb5-admin-server), kinit (krb5-user), faketime (a KDC with its clock ahead, for the
-# clock skew test) and, since the gssapi package has no Linux
-# wheel, krb5-config and the headers to build it (libkrb5-dev); installed with apt-get
-# only when a command is missing and we are root, then the gssapi extra into the venv
-# (the test extra leaves it out: without the headers it cannot build). Otherwise
-# those tests skip and say why.
+# clock skew test) and, since the gssapi package has no Linux wheel, krb5-config and
+# the headers to build it (libkrb5-dev); installed with apt-get only when a command is
+# missing and we are root, then the gssapi extra into the venv (the test extra leaves
+# it out: without the headers it cannot build; pip caches the wheel it builds).
+# Otherwise those tests skip and say why.
 .PHONY: krb5-deps test-kerberos
 krb5-deps: venv
 	@missing=""; \
