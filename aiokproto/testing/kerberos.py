@@ -10,8 +10,10 @@ DNS and host name canonicalization, so ``localhost`` in a principal stays ``loca
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -178,7 +180,7 @@ class LocalKdc(BlockingService):
         try:
             for proc in (self._proc, self._skewed):
                 if proc is not None:
-                    processes.terminate(proc, 5.0)
+                    _stop_group(proc)
             self._proc = self._skewed = None
         finally:
             if self._directory is not None:
@@ -299,6 +301,16 @@ class LocalKdc(BlockingService):
                 (done.stdout + done.stderr).strip(),
             )
         return done.stdout
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop ``proc`` and what it started: faketime runs the skewed KDC as its child, in
+    the process group that spawn() made for it (start_new_session)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    processes.terminate(proc, 5.0)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # a child that outlived its parent
 
 
 def gssapi_broker_options(
