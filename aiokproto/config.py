@@ -98,6 +98,11 @@ class ClientConfig:
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = field(default=None, repr=False)
     sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
+    sasl_kerberos_service_name: str = "kafka"
+    sasl_kerberos_domain_name: str | None = None
+    sasl_kerberos_keytab: str | None = None
+    sasl_kerberos_principal: str | None = None
+    sasl_kerberos_ccache: str | None = None
     # client.metrics(): Java's metrics.sample.window.ms and metrics.num.samples
     metrics_sample_window_ms: int = 30_000
     metrics_num_samples: int = 2
@@ -144,6 +149,11 @@ class ClientConfig:
             sasl_plain_username=self.sasl_plain_username,
             sasl_plain_password=self.sasl_plain_password,
             sasl_oauth_token_provider=self.sasl_oauth_token_provider,
+            sasl_kerberos_service_name=self.sasl_kerberos_service_name,
+            sasl_kerberos_domain_name=self.sasl_kerberos_domain_name,
+            sasl_kerberos_keytab=self.sasl_kerberos_keytab,
+            sasl_kerberos_principal=self.sasl_kerberos_principal,
+            sasl_kerberos_ccache=self.sasl_kerberos_ccache,
         )
 
     @property
@@ -182,8 +192,6 @@ NONE_MEANS: Mapping[str, int] = {
 AIOKAFKA_IGNORED: Mapping[str, tuple[str | None, str]] = {
     "api_version": (None, "API versions are negotiated with each broker"),
     "loop": (None, "clients run on the event loop that is running when they start"),
-    "sasl_kerberos_service_name": (None, "GSSAPI (Kerberos) is not supported"),
-    "sasl_kerberos_domain_name": (None, "GSSAPI (Kerberos) is not supported"),
     "consumer_timeout_ms": (
         "fetch_max_wait_ms",
         "the fetcher reacts to new data and assignment changes at once, not on a timer",

@@ -139,8 +139,9 @@ class ClientOptions(TypedDict, total=False):
     Default: ``True``."""
 
     sasl_mechanism: str
-    """``"PLAIN"``, ``"SCRAM-SHA-256"``, ``"SCRAM-SHA-512"`` or ``"OAUTHBEARER"``, with a
-    ``SASL_*`` security protocol. Default: ``"PLAIN"``."""
+    """``"PLAIN"``, ``"SCRAM-SHA-256"``, ``"SCRAM-SHA-512"``, ``"OAUTHBEARER"`` or
+    ``"GSSAPI"`` (Kerberos: ``pip install "aiokproto[gssapi]"``), with a ``SASL_*``
+    security protocol. Default: ``"PLAIN"``."""
 
     sasl_plain_username: str | None
     """User name for PLAIN and SCRAM. Default: ``None``."""
@@ -152,6 +153,28 @@ class ClientOptions(TypedDict, total=False):
     """For OAUTHBEARER: an async function returning a fresh token, or an object with an
     async ``token()`` method (aiokafka's ``AbstractTokenProvider``).
     Default: ``None``."""
+
+    sasl_kerberos_service_name: str
+    """For GSSAPI: the first part of the brokers' Kerberos principal (``kafka`` for
+    ``kafka/host@REALM``; Java's ``sasl.kerberos.service.name``). Default: ``"kafka"``."""
+
+    sasl_kerberos_domain_name: str | None
+    """For GSSAPI: the host part of the brokers' principal, when it is not the host
+    the client connects to (a load balancer, an IP address). Default: ``None``."""
+
+    sasl_kerberos_keytab: str | None
+    """For GSSAPI: a keytab to log in from (tickets are got and renewed from it, into
+    a memory cache of the process) instead of a ticket cache filled by ``kinit``.
+    Default: ``None``."""
+
+    sasl_kerberos_principal: str | None
+    """For GSSAPI: the client's principal (``user@REALM``) to take from the keytab or
+    ticket cache; without it, the keytab's first or the cache's default principal.
+    Default: ``None``."""
+
+    sasl_kerberos_ccache: str | None
+    """For GSSAPI: the ticket cache (``FILE:/path``, ``KEYRING:...``) instead of the
+    default one (``$KRB5CCNAME``). Default: ``None``."""
 
     metrics_sample_window_ms: int
     """The window of each sample behind rates and averages in ``metrics()``.

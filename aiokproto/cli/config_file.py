@@ -16,6 +16,7 @@ from typing import Any
 
 from aiokproto.config import CLIENT_OPTIONS
 from aiokproto.consumer.consumer_config import CONSUMER_OPTIONS, group_option_names
+from aiokproto.net.kerberos import is_krb5_login_module, krb5_jaas_options
 from aiokproto.producer.options import PRODUCER_OPTIONS
 
 
@@ -204,7 +205,12 @@ def map_java(props: Mapping[str, str]) -> FileOptions:
         raise PropertiesError(f"unknown property: {', '.join(sorted(unknown))}")
     if "group.id" in props:
         out.consumer["group_id"] = props["group.id"].strip()
-    if "sasl.jaas.config" in props:
+    if "sasl.jaas.config" in props and is_krb5_login_module(props["sasl.jaas.config"]):
+        try:
+            out.client.update(krb5_jaas_options(props["sasl.jaas.config"]))
+        except ValueError as exc:
+            raise PropertiesError(f"sasl.jaas.config: {exc}") from None
+    elif "sasl.jaas.config" in props:
         user, password = _jaas(props["sasl.jaas.config"])
         out.client["sasl_plain_username"] = user
         out.client["sasl_plain_password"] = password

@@ -816,14 +816,18 @@ class BrokerConnection:
         limit_ms = self.config.request_timeout_ms
         try:
             async with asyncio.timeout(limit_ms / 1000) as limit:
-                mechanism = await security.new_mechanism()
+                mechanism = await security.new_mechanism(self.host)
         except TimeoutError:
             if not limit.expired():
                 raise
+            waited_for = (
+                "the Kerberos KDC did not answer"
+                if security.sasl_mechanism == "GSSAPI"
+                else "sasl_oauth_token_provider did not return a token"
+            )
             raise KafkaTimeoutError(
                 f"{security.sasl_mechanism} for {self.host}:{self.port}: "
-                f"sasl_oauth_token_provider did not return a token within {limit_ms} ms "
-                "(request_timeout_ms)"
+                f"{waited_for} within {limit_ms} ms (request_timeout_ms)"
             ) from None
         handshake = await self._roundtrip(SaslHandshakeRequest(mechanism=mechanism.name))
         if handshake.error_code:

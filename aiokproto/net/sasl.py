@@ -1,5 +1,5 @@
 """SASL mechanisms as pure client-side state machines (no I/O): PLAIN, SCRAM-SHA-256/512
-(RFC 5802), OAUTHBEARER.
+(RFC 5802), OAUTHBEARER (GSSAPI is in ``aiokproto.net.kerberos``).
 
 A mechanism produces the bytes to send and checks what the broker answers; the
 connection carries them in SaslAuthenticate requests. SCRAM follows RFC 5802 and
@@ -30,7 +30,7 @@ TokenProvider = Callable[[], Awaitable[str]] | TokenSource
 """What OAUTHBEARER takes: an async callable returning a fresh bearer token, or an
 object with an async ``token()`` method (aiokafka's token providers)."""
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 
 class SaslMechanism(Protocol):

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiokproto.errors import KafkaAuthenticationError, KafkaConfigError, KafkaError
+from aiokproto.net.kerberos import KerberosSettings, load_gssapi, start_exchange
 from aiokproto.net.sasl import (
     MECHANISMS,
     OAuthBearerMechanism,
@@ -36,6 +37,11 @@ class SecurityConfig:
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = field(default=None, repr=False)
     sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
+    sasl_kerberos_service_name: str = "kafka"
+    sasl_kerberos_domain_name: str | None = None
+    sasl_kerberos_keytab: str | None = None
+    sasl_kerberos_principal: str | None = None
+    sasl_kerberos_ccache: str | None = None
 
     def __post_init__(self) -> None:
         provider = self.sasl_oauth_token_provider
@@ -72,10 +78,23 @@ class SecurityConfig:
             if self.sasl_mechanism == "OAUTHBEARER":
                 if self.sasl_oauth_token_provider is None:
                     raise KafkaConfigError("OAUTHBEARER needs sasl_oauth_token_provider")
+            elif self.sasl_mechanism == "GSSAPI":
+                # fail at construction: bad options, no gssapi (the install line)
+                self.kerberos.check_library(load_gssapi())
             elif self.sasl_plain_username is None or self.sasl_plain_password is None:
                 raise KafkaConfigError(
                     f"{self.sasl_mechanism} needs sasl_plain_username and sasl_plain_password"
                 )
+
+    @property
+    def kerberos(self) -> KerberosSettings:
+        return KerberosSettings(
+            service_name=self.sasl_kerberos_service_name,
+            domain_name=self.sasl_kerberos_domain_name,
+            keytab=self.sasl_kerberos_keytab,
+            principal=self.sasl_kerberos_principal,
+            ccache=self.sasl_kerberos_ccache,
+        )
 
     @property
     def uses_tls(self) -> bool:
@@ -106,9 +125,11 @@ class SecurityConfig:
             raise KafkaConfigError(f"cannot build the TLS context{source}: {exc}") from exc
         return ctx
 
-    async def new_mechanism(self) -> SaslMechanism:
-        """A fresh mechanism for one authentication exchange."""
+    async def new_mechanism(self, host: str = "") -> SaslMechanism:
+        """A fresh mechanism for one authentication exchange with ``host``."""
         name = self.sasl_mechanism
+        if name == "GSSAPI":
+            return await start_exchange(self.kerberos, host)
         if name == "OAUTHBEARER":
             assert self.sasl_oauth_token_provider is not None
             return await _oauth_mechanism(self.sasl_oauth_token_provider)

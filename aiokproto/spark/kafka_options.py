@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from aiokproto.config import ClientConfig, split_options
 from aiokproto.errors import KafkaConfigError
+from aiokproto.net.kerberos import is_krb5_login_module, krb5_jaas_options
 
 Role = Literal["consumer", "producer"]
 Converter = Callable[[str, str], Any]  # (option name, text) -> value
@@ -147,7 +148,12 @@ def _translate_java(
     """Handle the Java-only forms; return (the rest, options already converted)."""
     rest = dict(java)
     out: dict[str, Any] = {}
-    if "sasl.jaas.config" in rest:
+    if "sasl.jaas.config" in rest and is_krb5_login_module(rest["sasl.jaas.config"]):
+        try:
+            out.update(krb5_jaas_options(rest.pop("sasl.jaas.config")))
+        except ValueError as exc:
+            raise KafkaConfigError(f"kafka.sasl.jaas.config: {exc}") from None
+    elif "sasl.jaas.config" in rest:
         out["sasl_plain_username"], out["sasl_plain_password"] = parse_jaas_config(
             rest.pop("sasl.jaas.config")
         )

@@ -99,9 +99,9 @@ def test_unknown_topic(bs: list[str], topic_name: str) -> None:
 def test_usage_errors_exit_2(bs: list[str], tmp_path: Path) -> None:
     bad = tmp_path / "client.properties"
     bad.write_text("bootstrap.servers=localhost:9092\nsecurity.protocol=PLAINTEXT\n"
-                   "sasl.kerberos.service.name=kafka\n")
+                   "sasl.kerberos.kinit.cmd=/usr/bin/kinit\n")
     message = failed(cli("topics", "list", "--config", str(bad)), 2)
-    assert "unknown property: sasl.kerberos.service.name" in message
+    assert "unknown property: sasl.kerberos.kinit.cmd" in message
     assert "no bootstrap server" in failed(cli("topics", "list"), 2)
     assert "No such option" in failed(cli("topics", "list", "--bogus", *bs), 2)
     assert "unknown field {nope}" in failed(cli("consume", "t", "-F", "{nope}", *bs), 2)

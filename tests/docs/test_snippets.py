@@ -14,6 +14,10 @@ Conventions for the Markdown under ``docs/`` (``index.md`` and ``guides/*.md``):
   (SASL_PLAINTEXT), ``localhost:9094`` (SSL), ``localhost:9095`` (SASL_SSL) and the
   TLS files ``/etc/kafka/ca.pem``, ``/etc/kafka/client.pem``, ``/etc/kafka/client.key``.
   The SASL users are the harness's own (``alice``/``alice-secret``).
+  Kerberos: ``localhost:9096`` is the GSSAPI listener of the ``gssapi_kafka`` broker
+  (tests/kerberos/fixtures.py), ``/etc/security/keytabs/app.keytab`` and
+  ``app@EXAMPLE.COM`` are alice's keytab and principal in the test realm, and a block
+  that uses GSSAPI finds alice's ticket in the realm's default cache (as after kinit).
   ``http://localhost:8081`` is the session's schema registry (the ``schema_registry``
   fixture).
 * Topic, group and transactional-id names listed in ``NAMES`` get a suffix unique to
@@ -86,6 +90,7 @@ SECURE_PLACEHOLDERS = {
     "localhost:9094": "SSL",
     "localhost:9095": "SASL_SSL",
 }
+KERBEROS_PLACEHOLDERS = ("localhost:9096", "/etc/security/keytabs/app.keytab", "app@EXAMPLE.COM")
 TLS_PLACEHOLDERS = {
     "/etc/kafka/ca.pem": "ca_file",
     "/etc/kafka/client.pem": "client_cert",
@@ -188,6 +193,22 @@ def placeholder_values(code: str, request: pytest.FixtureRequest) -> dict[str, s
         assert local.tls is not None
         for placeholder, attr in TLS_PLACEHOLDERS.items():
             values[placeholder] = str(getattr(local.tls, attr))
+    if '"GSSAPI"' in code:
+        realm = request.getfixturevalue("realm")  # skips without MIT Kerberos
+        gssapi_kafka = request.getfixturevalue("gssapi_kafka")
+        keytab = realm.keytab("alice")
+        realm.kdc.kinit("alice", keytab, realm.kdc.default_ccache)
+        values.update(
+            zip(
+                KERBEROS_PLACEHOLDERS,
+                (
+                    gssapi_kafka.bootstrap("SASL_PLAINTEXT"),
+                    str(keytab),
+                    realm.kdc.principal("alice"),
+                ),
+                strict=True,
+            )
+        )
     return values
 
 

@@ -218,6 +218,34 @@ def test_kafka_options_are_mapped_and_typed() -> None:
     }
 
 
+def test_kafka_kerberos_options() -> None:
+    pytest.importorskip("gssapi")  # GSSAPI options are checked at construction
+    out = client_options(
+        {
+            **BOOT,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "gssapi",
+            "kafka.sasl.kerberos.service.name": "kafka",
+            "kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+            'useKeyTab=true keyTab="/k.keytab" principal="spark@EX.COM";',
+        },
+        "consumer",
+    )
+    assert out == {
+        "bootstrap_servers": BOOT["kafka.bootstrap.servers"],
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "GSSAPI",
+        "sasl_kerberos_service_name": "kafka",
+        "sasl_kerberos_keytab": "/k.keytab",
+        "sasl_kerberos_principal": "spark@EX.COM",
+    }
+    with pytest.raises(KafkaConfigError, match=r"kafka\.sasl\.jaas\.config: Krb5LoginModule"):
+        client_options(
+            {**BOOT, "kafka.sasl.jaas.config": "x.Krb5LoginModule required bogus=1;"},
+            "consumer",
+        )
+
+
 def test_kafka_pem_stores() -> None:
     out = client_options(
         {

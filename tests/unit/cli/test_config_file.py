@@ -56,6 +56,36 @@ def test_java_names_map_to_ours() -> None:
     assert opts.consumer == {"group_id": "g", "isolation_level": "read_committed"}
 
 
+def test_kerberos_names_and_the_krb5_login_module_map_to_ours() -> None:
+    opts = map_java(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "GSSAPI",
+            "sasl.kerberos.service.name": "kafka2",
+            "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+            'useKeyTab=true storeKey=true keyTab="/etc/app.keytab" principal="app@EX.COM";',
+        }
+    )
+    assert opts.client == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "GSSAPI",
+        "sasl_kerberos_service_name": "kafka2",
+        "sasl_kerberos_keytab": "/etc/app.keytab",
+        "sasl_kerberos_principal": "app@EX.COM",
+    }
+    cache = map_java(
+        {
+            "sasl.kerberos.domain.name": "lb.example",
+            "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+            'useTicketCache=true ticketCache="/tmp/cc";',
+        }
+    )
+    assert cache.client == {
+        "sasl_kerberos_domain_name": "lb.example",
+        "sasl_kerberos_ccache": "/tmp/cc",
+    }
+
+
 @pytest.mark.parametrize(
     ("props", "message"),
     [
@@ -63,8 +93,12 @@ def test_java_names_map_to_ours() -> None:
         ({"ssl.truststore.location": "/ts.jks"}, "only PEM files"),
         ({"request.timeout.ms": "soon"}, "request.timeout.ms: expected a whole number"),
         ({"enable.idempotence": "yes"}, "expected true or false"),
-        ({"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"},
+        ({"sasl.jaas.config": "org.example.CustomLoginModule required;"},
          "only PlainLoginModule"),
+        ({"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+                              "useKeyTab=true;"}, "needs keyTab"),
+        ({"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+                              "keytab=x;"}, "not understood: keytab"),
         ({"partitioner.class": "x"}, "unknown property: partitioner.class"),
     ],
 )

@@ -66,7 +66,7 @@ def test_security_config_validates_and_hides_secrets() -> None:
     with pytest.raises(KafkaConfigError, match="sasl_plain_username"):
         SecurityConfig(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256")
     with pytest.raises(KafkaConfigError, match="sasl_mechanism"):
-        SecurityConfig(security_protocol="SASL_SSL", sasl_mechanism="GSSAPI")
+        SecurityConfig(security_protocol="SASL_SSL", sasl_mechanism="KERBEROS")
     cfg = SecurityConfig(
         security_protocol="SASL_PLAINTEXT", sasl_plain_username="u", sasl_plain_password="hunter2"
     )
