@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from aiokproto.config import ClientConfig, split_options
 from aiokproto.errors import KafkaConfigError
+from aiokproto.oauth.java_config import from_java_config, split_oauth
 
 Role = Literal["consumer", "producer"]
 Converter = Callable[[str, str], Any]  # (option name, text) -> value
@@ -129,8 +130,8 @@ def parse_jaas_config(text: str) -> tuple[str, str]:
     if not any(module in text for module in _JAAS_MODULES):
         raise KafkaConfigError(
             "kafka.sasl.jaas.config: only the PlainLoginModule and ScramLoginModule "
-            "username/password forms are understood; for OAUTHBEARER use the aiokproto "
-            "client directly"
+            "username/password forms and the OAuthBearerLoginModule with clientId and "
+            "clientSecret (or kafka.sasl.oauthbearer.* options) are understood"
         )
     values: dict[str, str] = {}
     for match in _JAAS_PAIR.finditer(text):
@@ -145,8 +146,10 @@ def _translate_java(
     java: Mapping[str, str],
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """Handle the Java-only forms; return (the rest, options already converted)."""
-    rest = dict(java)
+    rest, oauth = split_oauth(java)
     out: dict[str, Any] = {}
+    if oauth:  # KIP-768's client-credentials login: a token provider of our own
+        out["sasl_oauth_token_provider"] = from_java_config(oauth, prefix="kafka.")
     if "sasl.jaas.config" in rest:
         out["sasl_plain_username"], out["sasl_plain_password"] = parse_jaas_config(
             rest.pop("sasl.jaas.config")

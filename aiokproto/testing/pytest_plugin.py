@@ -14,6 +14,9 @@ Fixtures (all brokers start lazily, on first use, and live for the session):
 * ``kafka_cluster``: a 3-node cluster (tests may stop/kill/restart nodes; stopped nodes
   are restarted before the next test).
 * ``topic_name``: a unique topic name per test.
+* ``kafka_oauth``: a single node whose SASL_PLAINTEXT listener validates OAUTHBEARER
+  tokens from ``oidc_server`` (a local OpenID Connect provider, Spring Authorization
+  Server, built once by Maven into the cache dir) against its JWKS (KIP-768).
 * ``schema_registry``: a local Confluent-compatible schema registry (Apicurio Registry,
   built once by Maven into the cache dir; ``.url`` for ``SchemaRegistryClient``); tests
   may ``stop()`` and ``start()`` it (it comes back on the same port, empty).
@@ -47,6 +50,7 @@ from aiokproto.testing.discovery import (
 )
 from aiokproto.testing.errors import KafkaHarnessError
 from aiokproto.testing.jars import DEFAULT_VERSION, SUPPORTED_VERSIONS
+from aiokproto.testing.oidc import LocalOidcServer, oauth_kafka, oidc_possible
 from aiokproto.testing.schema_registry import LocalSchemaRegistry, registry_possible
 
 _MARKERS = (
@@ -108,7 +112,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 EVENT_LOOPS = ("asyncio", "uvloop")
 #: a test that uses any of these (directly or through another fixture) needs a broker
-_BROKER_FIXTURES = frozenset({"kafka_pool", "_kafka_cluster_session", "_schema_registry_session"})
+_BROKER_FIXTURES = frozenset(
+    {"kafka_pool", "_kafka_cluster_session", "_schema_registry_session", "oidc_server"}
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -251,6 +257,32 @@ def _schema_registry_session() -> Iterator[LocalSchemaRegistry]:
         yield registry
     finally:
         registry.stop()
+
+
+@pytest.fixture(scope="session")
+def oidc_server() -> Iterator[LocalOidcServer]:
+    why_not = oidc_possible()
+    if why_not is not None:
+        pytest.skip(why_not)
+    server = LocalOidcServer()
+    server.spawn()  # it starts while the broker does (kafka_oauth); both take ~10 s
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_oauth(oidc_server: LocalOidcServer, kafka_version: str) -> Iterator[LocalKafka]:
+    if not local_jars_possible(kafka_version):
+        pytest.skip("the OAuth broker needs Java 17+ and Maven on PATH")
+    kafka = oauth_kafka(oidc_server, kafka_version)
+    try:
+        kafka.start()
+        oidc_server.wait_ready()
+        yield kafka
+    finally:
+        kafka.stop()
 
 
 @pytest.fixture
