@@ -89,7 +89,7 @@ async def test_an_unreachable_endpoint_fails_within_the_retry_budget(
         f"http://127.0.0.1:{port}/oauth2/token", "kafka-client", "s", retry_backoff_max_ms=1500
     )
     started = time.monotonic()
-    with pytest.raises(OAuthTokenError, match="cannot reach the token endpoint.*gave up after"):
+    with pytest.raises(OAuthTokenError, match=r"cannot reach the token endpoint.*gave up after"):
         async with Admin(**options(kafka_oauth, tokens)) as admin:
             await admin.describe_cluster()
     assert time.monotonic() - started < 6
@@ -106,6 +106,39 @@ async def test_a_token_for_another_audience_is_refused_by_the_broker(
     assert "aud='other-service'" in str(info.value)
     assert "sasl.oauthbearer.expected.audience" in str(info.value)
     assert time.monotonic() - started < 5
+
+
+async def test_a_client_closed_mid_token_fetch_leaves_nothing_behind(
+    kafka_oauth: LocalKafka,
+) -> None:
+    opened: list[asyncio.StreamWriter] = []
+    asked = asyncio.Event()
+
+    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(writer)
+        asked.set()
+        await reader.read()  # never answers; returns when the client hangs up
+        writer.close()
+
+    endpoint = await asyncio.start_server(hang, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{endpoint.sockets[0].getsockname()[1]}/token"
+    async with endpoint:
+        tokens = OAuthClientCredentials(url, "kafka-client", "s")
+        admin = Admin(**options(kafka_oauth, tokens))
+        starting = asyncio.create_task(admin.start())
+        await asyncio.wait_for(asked.wait(), 10)  # connected to the broker, asking
+        started = time.monotonic()
+        starting.cancel()
+        await admin.close()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        assert time.monotonic() - started < 2
+        for _ in range(100):  # the fetch's HTTP connection was closed with it
+            if opened[0].is_closing():
+                break
+            await asyncio.sleep(0.01)
+        assert opened[0].is_closing()
+        assert not [t for t in asyncio.all_tasks() if t.get_name() == "aiokproto-oauth-token"]
 
 
 def java_properties(server: LocalOidcServer, client_id: str = "kafka-client") -> str:
@@ -186,7 +219,8 @@ async def test_java_and_librdkafka_authenticate_to_the_same_listener(
     props = tmp_path / "client.properties"
     props.write_text(java_properties(oidc_server))
     # the Java client (Kafka's own TopicCommand) creates the topic
-    java = subprocess.run(
+    java = await asyncio.to_thread(
+        subprocess.run,
         [
             "java",
             f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={oidc_server.token_url}",
