@@ -12,9 +12,11 @@ be tested against it. First build ~1 minute (~26 MB of jars).
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 from aiokproto.testing import processes
 from aiokproto.testing.broker_config import SASL_PLAINTEXT, SecurityOptions
@@ -33,6 +36,7 @@ from aiokproto.testing.node import FAST_START_JVM_OPTIONS
 from aiokproto.testing.ports import free_ports
 
 _NAME = "oidc-server-sas-3.5.7"
+JwksSource = Literal["file", "http"]
 _MAIN = "aiokproto.testing.OidcServer"
 _BUILD_TIMEOUT_S = 900.0
 _START_TIMEOUT_S = 90.0
@@ -134,10 +138,43 @@ def _build(mvn: str, cache: Path, work: Path) -> None:
         )
 
 
-def server_properties(port: int, clients: Sequence[OidcClient]) -> str:
-    """Spring Boot settings: the issuer and one registration per client."""
+def signing_key(directory: Path, kid: str = "aiokproto-test") -> tuple[Path, Path]:
+    """A fresh RSA key as a private JWK (for the server) and its public key set (for the
+    broker's ``file:`` JWKS): (private, public) paths under ``directory``."""
+    try:
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError:
+        raise KafkaHarnessError(
+            "the OIDC test server needs the 'cryptography' package (pip install cryptography)"
+        ) from None
+
+    def b64(number: int) -> str:
+        raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_numbers()
+    public = private.public_numbers
+    jwk = {"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig"}
+    jwk |= {"n": b64(public.n), "e": b64(public.e)}
+    public_jwk = dict(jwk)
+    jwk |= {"d": b64(private.d), "p": b64(private.p), "q": b64(private.q)}
+    jwk |= {"dp": b64(private.dmp1), "dq": b64(private.dmq1), "qi": b64(private.iqmp)}
+    directory.mkdir(parents=True, exist_ok=True)
+    private_path, public_path = directory / "signing-jwk.json", directory / "jwks.json"
+    private_path.write_text(json.dumps(jwk), encoding="utf-8")
+    private_path.chmod(0o600)
+    public_path.write_text(json.dumps({"keys": [public_jwk]}), encoding="utf-8")
+    return private_path, public_path
+
+
+def server_properties(
+    port: int, clients: Sequence[OidcClient], jwk_file: Path | None = None
+) -> str:
+    """Spring Boot settings: the issuer, the signing key and one registration per client."""
     issuer = f"http://127.0.0.1:{port}"
     lines = [
+        f"aiokproto.jwk-file={jwk_file}",
         "server.address=127.0.0.1",
         f"server.port={port}",
         "spring.main.banner-mode=off",
@@ -176,8 +213,13 @@ class LocalOidcServer:
         self.token_url = f"{self.issuer}/oauth2/token"
         self.jwks_url = f"{self.issuer}/oauth2/jwks"
         self._proc: subprocess.Popen[bytes] | None = None
-        self._dir = build_dir(cache_dir) / f"run-{self.port}"
+        # this server's files (its key, settings and log) live while it does
+        self._dir = Path(tempfile.mkdtemp(prefix="aiokproto-oidc-"))
         self._log = self._dir / "server.log"
+        # the signing key exists before the server starts: a broker can load the key
+        # set from ``jwks_file`` meanwhile (Kafka 4.4 stops at start when its JWKS
+        # endpoint does not answer yet, and this server takes ~10 s to come up)
+        self._jwk_file, self.jwks_file = signing_key(self._dir)
 
     def client(self, client_id: str) -> OidcClient:
         return next(c for c in self.clients if c.client_id == client_id)
@@ -196,7 +238,9 @@ class LocalOidcServer:
             raise KafkaHarnessError("'java' (17 or newer) is not on PATH: the OIDC server needs it")
         self._dir.mkdir(parents=True, exist_ok=True)
         config = self._dir / "application.properties"
-        config.write_text(server_properties(self.port, self.clients), encoding="utf-8")
+        config.write_text(
+            server_properties(self.port, self.clients, self._jwk_file), encoding="utf-8"
+        )
         cmd = [
             java,
             # small and quick to start: it issues a few tokens
@@ -246,10 +290,11 @@ class LocalOidcServer:
             return "(no log)"
 
     def stop(self) -> None:
+        """Stop the process and remove its files (the key with them: not restartable)."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        processes.terminate(proc, grace=10)
+        if proc is not None and proc.poll() is None:
+            processes.terminate(proc, grace=10)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> LocalOidcServer:
         self.start()
@@ -271,11 +316,22 @@ LISTENER = "sasl_plaintext"
 MAX_REAUTH_MS = 600_000
 
 
+def jwks_url(server: LocalOidcServer, jwks: JwksSource) -> str:
+    return server.jwks_file.as_uri() if jwks == "file" else server.jwks_url
+
+
 def broker_overrides(
-    server: LocalOidcServer, audiences: Sequence[str] = KAFKA_AUDIENCES
+    server: LocalOidcServer,
+    audiences: Sequence[str] = KAFKA_AUDIENCES,
+    jwks: JwksSource = "file",
 ) -> dict[str, str]:
     """Settings for a broker whose SASL_PLAINTEXT listener takes OAUTHBEARER tokens from
-    ``server``, validated against its JWKS, issuer and ``audiences`` (KIP-768)."""
+    ``server``, validated against its key set, issuer and ``audiences`` (KIP-768).
+
+    ``jwks="file"`` reads the server's key set from its file, so the broker may start
+    before the server answers; ``"http"`` fetches it from the server's JWKS endpoint,
+    which must answer when the broker starts (Kafka 4.4 stops otherwise).
+    """
     prefix = f"listener.name.{LISTENER}.oauthbearer"
     return {
         "sasl.enabled.mechanisms": "OAUTHBEARER",
@@ -286,20 +342,19 @@ def broker_overrides(
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
         ),
         f"{prefix}.connections.max.reauth.ms": str(MAX_REAUTH_MS),
-        "sasl.oauthbearer.jwks.endpoint.url": server.jwks_url,
+        "sasl.oauthbearer.jwks.endpoint.url": jwks_url(server, jwks),
         "sasl.oauthbearer.expected.audience": ",".join(audiences),
         "sasl.oauthbearer.expected.issuer": server.issuer,
     }
 
 
-def broker_jvm_options(server: LocalOidcServer) -> list[str]:
-    """Kafka 4.x fetches only the URLs this system property allows."""
-    return [
-        f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={server.jwks_url},{server.token_url}"
-    ]
+def broker_jvm_options(server: LocalOidcServer, jwks: JwksSource = "file") -> list[str]:
+    """Kafka 4.x reads only the URLs this system property allows."""
+    allowed = f"{jwks_url(server, jwks)},{server.token_url}"
+    return [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={allowed}"]
 
 
-def oauth_kafka(server: LocalOidcServer, version: str) -> LocalKafka:
+def oauth_kafka(server: LocalOidcServer, version: str, jwks: JwksSource = "file") -> LocalKafka:
     """A (not yet started) single node with PLAINTEXT and an OIDC-validated OAUTHBEARER
     SASL_PLAINTEXT listener for ``server``'s tokens."""
     return LocalKafka(
@@ -307,8 +362,8 @@ def oauth_kafka(server: LocalOidcServer, version: str) -> LocalKafka:
         security=SecurityOptions(
             protocols=(SASL_PLAINTEXT,), mechanisms=("OAUTHBEARER",), users=()
         ),
-        overrides=broker_overrides(server),
-        jvm_options=[*FAST_START_JVM_OPTIONS, *broker_jvm_options(server)],
+        overrides=broker_overrides(server, jwks=jwks),
+        jvm_options=[*FAST_START_JVM_OPTIONS, *broker_jvm_options(server, jwks)],
     )
 
 

@@ -23,7 +23,7 @@ from aiokproto.oauth import OAuthClientCredentials, OAuthTokenError
 from aiokproto.protocol.messages import MetadataRequest
 from aiokproto.testing import LocalKafka
 from aiokproto.testing.jars import classpath
-from aiokproto.testing.oidc import LocalOidcServer
+from aiokproto.testing.oidc import LocalOidcServer, oauth_kafka
 from aiokproto.testing.ports import free_ports
 from tests.clients import client_for
 
@@ -208,6 +208,25 @@ async def test_an_expiring_token_is_refreshed_and_the_session_reauthenticated(
         assert conn._reauth_at is not None and conn._reauth_at > first_deadline + 6
     assert tokens.fetches >= 3
     assert tokens.current is not None and tokens.current.expiry > first.expiry + 6
+
+
+@full_only
+async def test_a_broker_fetching_the_jwks_over_http_takes_the_tokens(
+    oidc_server: LocalOidcServer, kafka_version: str
+) -> None:
+    # the session broker reads the key set from its file (it may start before the
+    # server answers); Kafka's JWKS endpoint client is checked here, on a second broker
+    oidc_server.wait_ready()
+    kafka = oauth_kafka(oidc_server, kafka_version, jwks="http")
+    await asyncio.to_thread(kafka.start)
+    try:
+        async with Admin(**options(kafka, provider(oidc_server))) as admin:
+            assert (await admin.describe_cluster()).brokers
+        with pytest.raises(KafkaAuthenticationError, match="invalid_token"):
+            async with Admin(**options(kafka, provider(oidc_server, "other-service"))) as admin:
+                await admin.describe_cluster()
+    finally:
+        await asyncio.to_thread(kafka.stop)
 
 
 @full_only
