@@ -11,13 +11,14 @@ KAFKA_VERSIONS := 4.4.0 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
 	@echo "make test    - set up, then ruff, mypy --strict, codegen and file map --check, pytest"
 	@echo "               (the unit tests also without the compiled codec and on Python 3.12/3.13)"
 	@echo "make faults  - the fault-injection suite at full size (make test runs a slice)"
+	@echo "make test-oauth - the OAuth login against a local OIDC server, refresh and Java/librdkafka too"
 	@echo "make sanitize - the native code built with ASan+UBSan, its unit tests run on it"
 	@echo "make test-spark-matrix - tests/spark on every supported pyspark, one venv each"
 	@echo "make soak    - 30 minutes of steady produce+consume; RSS/fd/task slopes"
@@ -187,6 +188,13 @@ test-spark-matrix: $(foreach v,$(SPARK_VERSIONS),$(SPARK_VENVS)/$(v)/.installed)
 # faults, protocol fuzzing, network partitions (make test runs a time-boxed slice of the
 # same tests); then the codec's differential fuzz again at full size on the sanitizer
 # build.
+# The OAuth login's whole suite against the local OIDC server and broker (make test runs
+# all but the slow part): tokens refreshed on one re-authenticating connection, the
+# broker fetching the JWKS over HTTP, and the Java client and librdkafka on the same
+# listener.
+test-oauth: venv jars
+	AIOKPROTO_OAUTH=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/oauth $(PYTEST_ARGS)
+
 faults: venv jars netns-deps
 	AIOKPROTO_FAULTS=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/faults $(PYTEST_ARGS)
 	AIOKPROTO_FAULTS=full $(MAKE) --no-print-directory sanitize \

@@ -15,7 +15,9 @@ Conventions for the Markdown under ``docs/`` (``index.md`` and ``guides/*.md``):
   TLS files ``/etc/kafka/ca.pem``, ``/etc/kafka/client.pem``, ``/etc/kafka/client.key``.
   The SASL users are the harness's own (``alice``/``alice-secret``).
   ``http://localhost:8081`` is the session's schema registry (the ``schema_registry``
-  fixture).
+  fixture). ``localhost:9096`` (SASL_PLAINTEXT, OAUTHBEARER validated against a JWKS)
+  and ``https://idp.example.com/oauth2/token`` are the ``kafka_oauth`` broker and its
+  ``oidc_server`` (their client ``kafka-client`` / ``kafka-client-secret``).
 * Topic, group and transactional-id names listed in ``NAMES`` get a suffix unique to
   the block wherever a string literal is exactly that name, so no two blocks (and no
   two runs against one cluster) share a topic or a group.
@@ -86,6 +88,8 @@ SECURE_PLACEHOLDERS = {
     "localhost:9094": "SSL",
     "localhost:9095": "SASL_SSL",
 }
+OAUTH_BROKER_PLACEHOLDER = "localhost:9096"
+OAUTH_TOKEN_PLACEHOLDER = "https://idp.example.com/oauth2/token"
 TLS_PLACEHOLDERS = {
     "/etc/kafka/ca.pem": "ca_file",
     "/etc/kafka/client.pem": "client_cert",
@@ -188,6 +192,10 @@ def placeholder_values(code: str, request: pytest.FixtureRequest) -> dict[str, s
         assert local.tls is not None
         for placeholder, attr in TLS_PLACEHOLDERS.items():
             values[placeholder] = str(getattr(local.tls, attr))
+    if OAUTH_BROKER_PLACEHOLDER in code or OAUTH_TOKEN_PLACEHOLDER in code:
+        oauth = request.getfixturevalue("kafka_oauth")
+        values[OAUTH_BROKER_PLACEHOLDER] = oauth.bootstrap("SASL_PLAINTEXT")
+        values[OAUTH_TOKEN_PLACEHOLDER] = request.getfixturevalue("oidc_server").token_url
     return values
 
 
@@ -262,6 +270,8 @@ def test_python_block_runs(block: Block, request: pytest.FixtureRequest) -> None
         REGISTRY_PLACEHOLDER,
         *SECURE_PLACEHOLDERS,
         *TLS_PLACEHOLDERS,
+        OAUTH_BROKER_PLACEHOLDER,
+        OAUTH_TOKEN_PLACEHOLDER,
     ]:
         assert placeholder not in code, f"{placeholder} is left in a string the test missed"
 
