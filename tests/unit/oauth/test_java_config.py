@@ -179,3 +179,22 @@ def test_the_spark_options_map_the_oauth_login() -> None:
             },
             "consumer",
         )
+
+
+def test_the_spark_options_take_the_jaas_form() -> None:
+    pytest.importorskip("httpx")
+    from aiokproto.spark.kafka_options import client_options
+
+    got = client_options(
+        {
+            "kafka.bootstrap.servers": "b:9092",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "OAUTHBEARER",
+            "kafka.sasl.login.callback.handler.class": HANDLER,
+            "kafka.sasl.oauthbearer.token.endpoint.url": URL,
+            "kafka.sasl.jaas.config": f'{MODULE} required clientId="svc" clientSecret="s";',
+        },
+        "producer",
+    )
+    tokens = got["sasl_oauth_token_provider"]
+    assert tokens.client_id == "svc" and "sasl_plain_username" not in got
