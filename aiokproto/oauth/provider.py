@@ -256,6 +256,12 @@ class OAuthClientCredentials:
                         "sasl.login.read.timeout.ms)"
                     )
                 except httpx.TransportError as exc:
+                    tls = _tls_error(exc)
+                    if tls is not None:  # a certificate will not change on retry
+                        raise OAuthTokenError(
+                            f"TLS with the token endpoint {url} failed: {tls}; to trust its "
+                            "certificate set ssl_cafile to the CA that signed it"
+                        ) from exc
                     failure = OAuthTokenError(
                         f"cannot reach the token endpoint {url}: {type(exc).__name__}: "
                         f"{exc or 'no detail'} (check sasl.oauthbearer.token.endpoint.url "
@@ -367,6 +373,16 @@ class OAuthClientCredentials:
 
 def _rebuild(settings: dict[str, Any]) -> OAuthClientCredentials:
     return OAuthClientCredentials(**settings)
+
+
+def _tls_error(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error behind an httpx transport error, if that is what it was."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _retryable(status: int) -> bool:

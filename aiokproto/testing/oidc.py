@@ -17,6 +17,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -365,6 +366,44 @@ def oauth_kafka(server: LocalOidcServer, version: str, jwks: JwksSource = "file"
         overrides=broker_overrides(server, jwks=jwks),
         jvm_options=[*FAST_START_JVM_OPTIONS, *broker_jvm_options(server, jwks)],
     )
+
+
+class OAuthSetup:
+    """The OIDC server and its broker, started together in a background thread
+    (``begin``), so a pytest session can start them while other tests run; ``wait``
+    returns once both answer (raising what failed), ``stop`` ends both."""
+
+    def __init__(self, version: str) -> None:
+        self.server = LocalOidcServer()
+        self.kafka = oauth_kafka(self.server, version)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._start, name="aiokproto-oauth", daemon=True)
+
+    def _start(self) -> None:
+        try:
+            self.server.spawn()  # the broker does not need it yet: its JWKS is a file
+            self.kafka.start()
+            self.server.wait_ready()
+        except BaseException as exc:  # handed to wait()
+            self._error = exc
+
+    def begin(self) -> OAuthSetup:
+        if self._thread.ident is None:
+            self._thread.start()
+        return self
+
+    def wait(self) -> None:
+        self.begin()
+        self._thread.join()
+        if self._error is not None:
+            raise KafkaHarnessError(f"the OAuth test servers did not start: {self._error}")
+
+    def stop(self) -> None:
+        self._thread.join()
+        try:
+            self.kafka.stop()
+        finally:
+            self.server.stop()
 
 
 def oidc_possible(cache_dir: Path | None = None) -> str | None:

@@ -86,7 +86,7 @@ async def test_an_unreachable_endpoint_fails_within_the_retry_budget(
 ) -> None:
     (port,) = free_ports(1)  # nothing listens there
     tokens = OAuthClientCredentials(
-        f"http://127.0.0.1:{port}/oauth2/token", "kafka-client", "s", retry_backoff_max_ms=1500
+        f"http://127.0.0.1:{port}/oauth2/token", "kafka-client", "s", retry_backoff_max_ms=500
     )
     started = time.monotonic()
     with pytest.raises(OAuthTokenError, match=r"cannot reach the token endpoint.*gave up after"):

@@ -180,6 +180,45 @@ async def test_an_html_page_is_refused_as_not_json() -> None:
         await make(endpoint).token()
 
 
+async def test_https_needs_the_ca_and_an_untrusted_certificate_is_not_retried(
+    tmp_path: Path,
+) -> None:
+    import ssl
+
+    from aiokproto.testing.certs import generate_tls_files
+
+    tls = generate_tls_files(tmp_path, hostname="127.0.0.1")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tls.server_cert, tls.server_key)
+    handshakes = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal handshakes
+        handshakes += 1
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            body = json.dumps({"access_token": "tok", "expires_in": 60}).encode()
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/token"
+    async with server:
+        with pytest.raises(OAuthTokenError, match=r"CERTIFICATE_VERIFY_FAILED.*set ssl_cafile"):
+            await OAuthClientCredentials(url, "svc", "s").token()
+        assert handshakes <= 1  # not retried
+        tokens = OAuthClientCredentials(url, "svc", "s", ssl_cafile=str(tls.ca_file))
+        assert await tokens.token() == "tok"
+
+
 # -- against a real socket: hangs, garbage and cancellation ------------------------------
 
 
