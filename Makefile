@@ -190,10 +190,11 @@ test-spark-matrix: $(foreach v,$(SPARK_VERSIONS),$(SPARK_VENVS)/$(v)/.installed)
 # build.
 # The OAuth login's whole suite against the local OIDC server and broker (make test runs
 # all but the slow part): tokens refreshed on one re-authenticating connection, the
-# broker fetching the JWKS over HTTP, and the Java client and librdkafka on the same
-# listener.
+# broker fetching the JWKS over HTTP, the Java client and librdkafka on the same
+# listener, and the Spark source with Java's OAuth options.
 test-oauth: venv jars
-	AIOKPROTO_OAUTH=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/oauth $(PYTEST_ARGS)
+	AIOKPROTO_OAUTH=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/oauth \
+		tests/spark/test_spark_oauth.py $(PYTEST_ARGS)
 
 faults: venv jars netns-deps
 	AIOKPROTO_FAULTS=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/faults $(PYTEST_ARGS)

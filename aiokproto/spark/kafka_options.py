@@ -212,4 +212,6 @@ def client_options(options: Mapping[str, str], role: Role) -> dict[str, Any]:
 
 def shared_only(options: Mapping[str, Any]) -> dict[str, Any]:
     """The subset of converted options every client (Admin included) takes."""
-    return {k: v for k, v in options.items() if k in SHARED or k == "bootstrap_servers"}
+    # the converted Java-only forms (the OAuth login's provider) are client-wide too
+    own = ("bootstrap_servers", "sasl_oauth_token_provider")
+    return {k: v for k, v in options.items() if k in SHARED or k in own}

@@ -198,3 +198,7 @@ def test_the_spark_options_take_the_jaas_form() -> None:
     )
     tokens = got["sasl_oauth_token_provider"]
     assert tokens.client_id == "svc" and "sasl_plain_username" not in got
+    # the source's Admin (offset look-ups on the driver) gets the provider too
+    from aiokproto.spark.kafka_options import shared_only
+
+    assert shared_only(got)["sasl_oauth_token_provider"] is tokens
