@@ -184,10 +184,6 @@ test-spark-matrix: $(foreach v,$(SPARK_VERSIONS),$(SPARK_VENVS)/$(v)/.installed)
 	done; \
 	echo -e "== test-spark-matrix$$summary"; exit $$failed
 
-# The fault-injection suite at full size: leader bounces, group churn, outages, network
-# faults, protocol fuzzing, network partitions (make test runs a time-boxed slice of the
-# same tests); then the codec's differential fuzz again at full size on the sanitizer
-# build.
 # The OAuth login's whole suite against the local OIDC server and broker (make test runs
 # all but the slow part): tokens refreshed on one re-authenticating connection, the
 # broker fetching the JWKS over HTTP, the Java client and librdkafka on the same
@@ -196,6 +192,10 @@ test-oauth: venv jars
 	AIOKPROTO_OAUTH=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/oauth \
 		tests/spark/test_spark_oauth.py $(PYTEST_ARGS)
 
+# The fault-injection suite at full size: leader bounces, group churn, outages, network
+# faults, protocol fuzzing, network partitions (make test runs a time-boxed slice of the
+# same tests); then the codec's differential fuzz again at full size on the sanitizer
+# build.
 faults: venv jars netns-deps
 	AIOKPROTO_FAULTS=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/faults $(PYTEST_ARGS)
 	AIOKPROTO_FAULTS=full $(MAKE) --no-print-directory sanitize \
