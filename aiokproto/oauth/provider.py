@@ -220,10 +220,15 @@ class OAuthClientCredentials:
         except OAuthTokenError as exc:
             # Java keeps the old credential while refreshing fails: so does this,
             # until it expires (the broker then asks again, sooner)
-            if current is not None and self._clock() < current.expiry:
+            now = self._clock()
+            if current is not None and now < current.expiry and self._current is current:
+                # and tries again later, not at every connection's next request
+                pause = min(self._retry_backoff_max_ms / 1000, (current.expiry - now) / 2)
+                self.refresh_at = max(self.refresh_at, now + pause)
                 log.warning(
-                    "keeping the current OAuth token (valid for %.0f s): %s",
-                    current.expiry - self._clock(),
+                    "keeping the current OAuth token (valid for %.0f s, next try in %.0f s): %s",
+                    current.expiry - now,
+                    pause,
                     exc,
                 )
                 return current.value

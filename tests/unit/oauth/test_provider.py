@@ -125,6 +125,10 @@ async def test_a_failed_refresh_keeps_the_valid_token() -> None:
     assert await tokens.token() == "first"
     now[0] = 90.0  # past the refresh point, before expiry
     assert await tokens.token() == "first"
+    assert len(endpoint.requests) == 2
+    now[0] = 94.0  # the next try waits half the time left (at most the retry budget)
+    assert await tokens.token() == "first"
+    assert len(endpoint.requests) == 2
     now[0] = 101.0  # expired: the failure surfaces
     with pytest.raises(OAuthTokenError, match="HTTP 401"):
         await tokens.token()
