@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from aiokproto import Admin, Consumer, NewTopic, Producer, ShareConsumer
-from aiokproto.errors import KafkaAuthenticationError
+from aiokproto.errors import KafkaAuthenticationError, KafkaError
 from aiokproto.oauth import OAuthClientCredentials, OAuthTokenError
 from aiokproto.protocol.messages import MetadataRequest
 from aiokproto.testing import LocalKafka
@@ -208,6 +208,93 @@ async def test_an_expiring_token_is_refreshed_and_the_session_reauthenticated(
         assert conn._reauth_at is not None and conn._reauth_at > first_deadline + 6
     assert tokens.fetches >= 3
     assert tokens.current is not None and tokens.current.expiry > first.expiry + 6
+
+
+@full_only
+async def test_a_producer_closed_while_re_authentication_waits_for_a_token(
+    kafka_oauth: LocalKafka, oidc_server: LocalOidcServer, topic_name: str
+) -> None:
+    import httpx
+
+    # the endpoint answers the first request (relayed to the real server) and then
+    # hangs, so the re-authentication at the 6-s token's end waits for a token
+    served = 0
+    hanging = asyncio.Event()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(
+            next(
+                (
+                    ln.split(b":")[1]
+                    for ln in head.split(b"\r\n")
+                    if ln.lower().startswith(b"content-length")
+                ),
+                b"0",
+            )
+        )
+        body = await reader.readexactly(length)
+        served += 1
+        if served > 1:
+            hanging.set()
+            await reader.read()  # until the client hangs up
+            writer.close()
+            return
+        auth = next(
+            ln.split(b":", 1)[1].strip()
+            for ln in head.split(b"\r\n")
+            if ln.lower().startswith(b"authorization")
+        )
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(
+                oidc_server.token_url,
+                content=body,
+                headers={
+                    "Authorization": auth.decode(),
+                    "Content-Type": "application/x-www-form-urlencoded",
+                },
+            )
+        writer.write(
+            b"HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % (answer.status_code, len(answer.content))
+            + answer.content
+        )
+        await writer.drain()
+        writer.close()
+
+    endpoint = await asyncio.start_server(relay, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{endpoint.sockets[0].getsockname()[1]}/token"
+    async with endpoint:
+        # close() delivers what is pending first: a hanging fetch bounds it by its
+        # read timeout (10 s by default; 2 s here)
+        tokens = OAuthClientCredentials(
+            url,
+            "kafka-short",
+            oidc_server.client("kafka-short").secret,
+            read_timeout_ms=2000,
+            retry_backoff_max_ms=200,
+        )
+        producer = Producer(**options(kafka_oauth, tokens))
+        await producer.start()
+        await producer.send_and_wait(topic_name, b"before")
+        sending = asyncio.create_task(_keep_sending(producer, topic_name))
+        await asyncio.wait_for(hanging.wait(), 20)  # a connection re-authenticates, waiting
+        started = time.monotonic()
+        await producer.close()
+        closed_in = time.monotonic() - started
+        # the record waiting for the re-authentication failed with the token error
+        with pytest.raises(KafkaError):
+            await asyncio.wait_for(sending, 5)
+        assert closed_in < 6
+        await asyncio.sleep(0.1)
+        assert not [t for t in asyncio.all_tasks() if t.get_name() == "aiokproto-oauth-token"]
+
+
+async def _keep_sending(producer: Producer[Any, Any], topic: str) -> None:
+    while True:
+        await producer.send_and_wait(topic, b"during")
+        await asyncio.sleep(0.5)
 
 
 @full_only
