@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.4.0 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -19,6 +19,7 @@ help:
 	@echo "               (the unit tests also without the compiled codec and on Python 3.12/3.13)"
 	@echo "make faults  - the fault-injection suite at full size (make test runs a slice)"
 	@echo "make test-kerberos - SASL/GSSAPI against a local MIT KDC, the longer checks too"
+	@echo "make test-oauth - the OAuth login against a local OIDC server, refresh and Java/librdkafka too"
 	@echo "make sanitize - the native code built with ASan+UBSan, its unit tests run on it"
 	@echo "make test-spark-matrix - tests/spark on every supported pyspark, one venv each"
 	@echo "make soak    - 30 minutes of steady produce+consume; RSS/fd/task slopes"
@@ -207,6 +208,14 @@ test-spark-matrix: $(foreach v,$(SPARK_VERSIONS),$(SPARK_VENVS)/$(v)/.installed)
 		summary="$$summary (wall $$(( $$(date +%s) - start )) s)"; \
 	done; \
 	echo -e "== test-spark-matrix$$summary"; exit $$failed
+
+# The OAuth login's whole suite against the local OIDC server and broker (make test runs
+# all but the slow part): tokens refreshed on one re-authenticating connection, the
+# broker fetching the JWKS over HTTP, the Java client and librdkafka on the same
+# listener, and the Spark source with Java's OAuth options.
+test-oauth: venv jars
+	AIOKPROTO_OAUTH=full $(PY) -m pytest -q -p no:cacheprovider -rA tests/oauth \
+		tests/spark/test_spark_oauth.py $(PYTEST_ARGS)
 
 # The fault-injection suite at full size: leader bounces, group churn, outages, network
 # faults, protocol fuzzing, network partitions (make test runs a time-boxed slice of the

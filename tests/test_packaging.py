@@ -111,6 +111,9 @@ def test_the_wheel_carries_only_what_runs(compiled_wheel: Path) -> None:
         # aiokproto.testing.schema_registry builds the test registry from these
         "aiokproto/testing/poms/apicurio-2.4.2/pom.xml",
         "aiokproto/testing/poms/apicurio-2.4.2/settings.xml",
+        # aiokproto.testing.oidc builds the OAuth tests' identity provider from these
+        "aiokproto/testing/poms/oidc-server/pom.xml",
+        "aiokproto/testing/poms/oidc-server/OidcServer.java",
     }
 
 

@@ -2,8 +2,9 @@
 (``sasl.jaas.config``, PEM stores); unknown names are refused by name (pure).
 
 A Java user's file works as it is: ``bootstrap.servers``, ``security.protocol``,
-``sasl.jaas.config`` (PLAIN and SCRAM login modules), PEM trust and key stores, and
-every client, producer and consumer option whose snake_case name aiokproto has. Any
+``sasl.jaas.config`` (PLAIN, SCRAM and OAuthBearer login modules), the OAuth
+client-credentials login (``sasl.oauthbearer.*``, ``sasl.login.*``), PEM trust and key
+stores, and every client, producer and consumer option whose snake_case name aiokproto has. Any
 other name is refused by name: a silently ignored security setting is worse than none.
 """
 
@@ -16,7 +17,10 @@ from typing import Any
 
 from aiokproto.config import CLIENT_OPTIONS
 from aiokproto.consumer.consumer_config import CONSUMER_OPTIONS, group_option_names
+from aiokproto.errors import KafkaConfigError
 from aiokproto.net.kerberos import is_krb5_login_module, krb5_jaas_options
+from aiokproto.oauth.java_config import JAVA_NAMES as OAUTH_JAVA_NAMES
+from aiokproto.oauth.java_config import from_java_config, split_oauth
 from aiokproto.producer.options import PRODUCER_OPTIONS
 
 
@@ -183,6 +187,12 @@ def map_java(props: Mapping[str, str]) -> FileOptions:
     Raises ``PropertiesError`` naming every property aiokproto does not know.
     """
     out = FileOptions()
+    props, oauth = split_oauth(props)  # the OAuth login (KIP-768), read as a whole
+    if oauth:
+        try:
+            out.client["sasl_oauth_token_provider"] = from_java_config(oauth)
+        except KafkaConfigError as exc:
+            raise PropertiesError(str(exc)) from None
     group_names = group_option_names()
     unknown: list[str] = []
     for java, value in props.items():
@@ -255,4 +265,4 @@ def known_java_names() -> Iterable[str]:
     """Every Java name ``map_java`` accepts (for help texts and tests)."""
     own = CLIENT_OPTIONS | PRODUCER_OPTIONS | CONSUMER_OPTIONS | group_option_names()
     plain = {n.replace("_", ".") for n in own if n not in _OBJECT_NAMES}
-    return sorted(plain | _SPECIAL | _IGNORED)
+    return sorted(plain | _SPECIAL | _IGNORED | OAUTH_JAVA_NAMES)

@@ -843,6 +843,7 @@ class BrokerConnection:
                 raise for_code(response.error_code)(
                     f"{mechanism.name} authentication to {self.host}:{self.port} failed: "
                     f"{response.error_message or 'no reason given'}"
+                    + (f"; {hint}" if (hint := getattr(mechanism, "hint", "")) else "")
                 )
             lifetime_ms = getattr(response, "session_lifetime_ms", 0)
             message = mechanism.respond(bytes(response.auth_bytes))

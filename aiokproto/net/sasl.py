@@ -149,10 +149,15 @@ class OAuthBearerMechanism:
 
     name = "OAUTHBEARER"
 
-    def __init__(self, token: str, extensions: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, token: str, extensions: dict[str, str] | None = None, hint: str = ""
+    ) -> None:
         self._token = token
         self._extensions = extensions or {}
         self._failed: bytes | None = None
+        # what the provider knows about the token (its audience, issuer), added to a
+        # refusal so that it names what to fix
+        self.hint = hint
 
     def __repr__(self) -> str:
         return "OAuthBearerMechanism(<secret>)"
@@ -165,6 +170,7 @@ class OAuthBearerMechanism:
         if self._failed is not None:
             raise KafkaAuthenticationError(
                 f"OAUTHBEARER: broker rejected the token: {self._failed.decode(errors='replace')}"
+                + (f"; {self.hint}" if self.hint else "")
             )
         if challenge:
             # RFC 7628 3.2.2: the client must answer an error with a lone %x01.

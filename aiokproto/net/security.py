@@ -169,7 +169,11 @@ async def _oauth_mechanism(provider: TokenProvider) -> OAuthBearerMechanism:
             f"OAUTHBEARER: sasl_oauth_token_provider returned {type(token).__name__}, "
             "not a non-empty str token"
         )
-    return OAuthBearerMechanism(token, _extensions(extensions))
+    describe = getattr(provider, "describe", None)  # aiokproto.oauth's providers have it
+    hint = describe() if callable(describe) else ""
+    return OAuthBearerMechanism(
+        token, _extensions(extensions), hint if isinstance(hint, str) else ""
+    )
 
 
 async def _maybe_await(value: object) -> object:

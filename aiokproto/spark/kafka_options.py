@@ -19,6 +19,7 @@ from typing import Any, Literal
 from aiokproto.config import ClientConfig, split_options
 from aiokproto.errors import KafkaConfigError
 from aiokproto.net.kerberos import is_krb5_login_module, krb5_jaas_options
+from aiokproto.oauth.java_config import from_java_config, split_oauth
 
 Role = Literal["consumer", "producer"]
 Converter = Callable[[str, str], Any]  # (option name, text) -> value
@@ -130,8 +131,8 @@ def parse_jaas_config(text: str) -> tuple[str, str]:
     if not any(module in text for module in _JAAS_MODULES):
         raise KafkaConfigError(
             "kafka.sasl.jaas.config: only the PlainLoginModule and ScramLoginModule "
-            "username/password forms are understood; for OAUTHBEARER use the aiokproto "
-            "client directly"
+            "username/password forms and the OAuthBearerLoginModule with clientId and "
+            "clientSecret (or kafka.sasl.oauthbearer.* options) are understood"
         )
     values: dict[str, str] = {}
     for match in _JAAS_PAIR.finditer(text):
@@ -146,8 +147,10 @@ def _translate_java(
     java: Mapping[str, str],
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """Handle the Java-only forms; return (the rest, options already converted)."""
-    rest = dict(java)
+    rest, oauth = split_oauth(java)
     out: dict[str, Any] = {}
+    if oauth:  # KIP-768's client-credentials login: a token provider of our own
+        out["sasl_oauth_token_provider"] = from_java_config(oauth, prefix="kafka.")
     if "sasl.jaas.config" in rest and is_krb5_login_module(rest["sasl.jaas.config"]):
         try:
             out.update(krb5_jaas_options(rest.pop("sasl.jaas.config")))
@@ -215,4 +218,6 @@ def client_options(options: Mapping[str, str], role: Role) -> dict[str, Any]:
 
 def shared_only(options: Mapping[str, Any]) -> dict[str, Any]:
     """The subset of converted options every client (Admin included) takes."""
-    return {k: v for k, v in options.items() if k in SHARED or k == "bootstrap_servers"}
+    # the converted Java-only forms (the OAuth login's provider) are client-wide too
+    own = ("bootstrap_servers", "sasl_oauth_token_provider")
+    return {k: v for k, v in options.items() if k in SHARED or k in own}

@@ -14,6 +14,10 @@ Fixtures (all brokers start lazily, on first use, and live for the session):
 * ``kafka_cluster``: a 3-node cluster (tests may stop/kill/restart nodes; stopped nodes
   are restarted before the next test).
 * ``topic_name``: a unique topic name per test.
+* ``kafka_oauth``: a single node whose SASL_PLAINTEXT listener validates OAUTHBEARER
+  tokens from ``oidc_server`` (a local OpenID Connect provider, Spring Authorization
+  Server, built once by Maven into the cache dir) against its JWKS (KIP-768). Both
+  start in the background as soon as collection finds a test that uses them.
 * ``schema_registry``: a local Confluent-compatible schema registry (Apicurio Registry,
   built once by Maven into the cache dir; ``.url`` for ``SchemaRegistryClient``); tests
   may ``stop()`` and ``start()`` it (it comes back on the same port, empty).
@@ -47,6 +51,7 @@ from aiokproto.testing.discovery import (
 )
 from aiokproto.testing.errors import KafkaHarnessError
 from aiokproto.testing.jars import DEFAULT_VERSION, SUPPORTED_VERSIONS
+from aiokproto.testing.oidc import LocalOidcServer, OAuthSetup, oidc_possible
 from aiokproto.testing.schema_registry import LocalSchemaRegistry, registry_possible
 
 _MARKERS = (
@@ -108,7 +113,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 EVENT_LOOPS = ("asyncio", "uvloop")
 #: a test that uses any of these (directly or through another fixture) needs a broker
-_BROKER_FIXTURES = frozenset({"kafka_pool", "_kafka_cluster_session", "_schema_registry_session"})
+_BROKER_FIXTURES = frozenset(
+    {"kafka_pool", "_kafka_cluster_session", "_schema_registry_session", "_oauth_session"}
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -251,6 +258,49 @@ def _schema_registry_session() -> Iterator[LocalSchemaRegistry]:
         yield registry
     finally:
         registry.stop()
+
+
+_OAUTH_SETUP = pytest.StashKey[OAuthSetup]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # the OAuth servers take ~10 s to start: begin at once, while other tests run
+    if not any("_oauth_session" in getattr(i, "fixturenames", ()) for i in session.items):
+        return
+    version = _primary_version(session.config)
+    if oidc_possible() is None and local_jars_possible(version):
+        session.config.stash[_OAUTH_SETUP] = OAuthSetup(version).begin()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    setup = session.config.stash.get(_OAUTH_SETUP, None)
+    if setup is not None:  # begun at collection, maybe never used (a -k selection)
+        del session.config.stash[_OAUTH_SETUP]
+        setup.stop()
+
+
+@pytest.fixture(scope="session")
+def _oauth_session(pytestconfig: pytest.Config, kafka_version: str) -> OAuthSetup:
+    setup = pytestconfig.stash.get(_OAUTH_SETUP, None)
+    if setup is None:
+        why_not = oidc_possible()
+        if why_not is not None:
+            pytest.skip(why_not)
+        if not local_jars_possible(kafka_version):
+            pytest.skip("the OAuth broker needs Java 17+ and Maven on PATH")
+        setup = pytestconfig.stash[_OAUTH_SETUP] = OAuthSetup(kafka_version)
+    setup.wait()  # stopped at the session's end (pytest_sessionfinish)
+    return setup
+
+
+@pytest.fixture(scope="session")
+def oidc_server(_oauth_session: OAuthSetup) -> LocalOidcServer:
+    return _oauth_session.server
+
+
+@pytest.fixture(scope="session")
+def kafka_oauth(_oauth_session: OAuthSetup) -> LocalKafka:
+    return _oauth_session.kafka
 
 
 @pytest.fixture

@@ -19,7 +19,9 @@ Conventions for the Markdown under ``docs/`` (``index.md`` and ``guides/*.md``):
   ``app@EXAMPLE.COM`` are alice's keytab and principal in the test realm, and a block
   that uses GSSAPI finds alice's ticket in the realm's default cache (as after kinit).
   ``http://localhost:8081`` is the session's schema registry (the ``schema_registry``
-  fixture).
+  fixture). ``localhost:9096`` (SASL_PLAINTEXT, OAUTHBEARER validated against a JWKS)
+  and ``https://idp.example.com/oauth2/token`` are the ``kafka_oauth`` broker and its
+  ``oidc_server`` (their client ``kafka-client`` / ``kafka-client-secret``).
 * Topic, group and transactional-id names listed in ``NAMES`` get a suffix unique to
   the block wherever a string literal is exactly that name, so no two blocks (and no
   two runs against one cluster) share a topic or a group.
@@ -91,6 +93,8 @@ SECURE_PLACEHOLDERS = {
     "localhost:9095": "SASL_SSL",
 }
 KERBEROS_PLACEHOLDERS = ("localhost:9096", "/etc/security/keytabs/app.keytab", "app@EXAMPLE.COM")
+OAUTH_BROKER_PLACEHOLDER = "localhost:9096"
+OAUTH_TOKEN_PLACEHOLDER = "https://idp.example.com/oauth2/token"
 TLS_PLACEHOLDERS = {
     "/etc/kafka/ca.pem": "ca_file",
     "/etc/kafka/client.pem": "client_cert",
@@ -209,6 +213,10 @@ def placeholder_values(code: str, request: pytest.FixtureRequest) -> dict[str, s
                 strict=True,
             )
         )
+    if OAUTH_TOKEN_PLACEHOLDER in code:  # its broker address is the Kerberos one too
+        oauth = request.getfixturevalue("kafka_oauth")
+        values[OAUTH_BROKER_PLACEHOLDER] = oauth.bootstrap("SASL_PLAINTEXT")
+        values[OAUTH_TOKEN_PLACEHOLDER] = request.getfixturevalue("oidc_server").token_url
     return values
 
 
@@ -283,6 +291,8 @@ def test_python_block_runs(block: Block, request: pytest.FixtureRequest) -> None
         REGISTRY_PLACEHOLDER,
         *SECURE_PLACEHOLDERS,
         *TLS_PLACEHOLDERS,
+        OAUTH_BROKER_PLACEHOLDER,
+        OAUTH_TOKEN_PLACEHOLDER,
     ]:
         assert placeholder not in code, f"{placeholder} is left in a string the test missed"
 

@@ -309,8 +309,10 @@ def test_jaas_forms() -> None:
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
         "username='u' password=secret;"
     ) == ("u", "secret")
-    with pytest.raises(KafkaConfigError, match="OAUTHBEARER"):
-        parse_jaas_config("OAuthBearerLoginModule required;")
+    # parse_jaas_config reads username/password forms; client_options sends an
+    # OAuthBearerLoginModule line to the OAuth login instead (tests/unit/oauth)
+    with pytest.raises(KafkaConfigError, match="OAuthBearerLoginModule with clientId"):
+        parse_jaas_config("com.example.OtherLoginModule required;")
     with pytest.raises(KafkaConfigError, match="needs username"):
         parse_jaas_config('PlainLoginModule required username="u";')
 
