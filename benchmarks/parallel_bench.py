@@ -14,6 +14,13 @@ latency for ``partition``, 1 / latency for ``sequential``) and the process CPU t
 record (user + system of this process, broker excluded). The process is one asyncio
 loop: past some concurrency the loop's CPU, not the latency, bounds the rate.
 
+The handler's own cost is measured apart, in the same run: as many coroutines as the
+case has handlers in flight, each looping ``await asyncio.sleep(latency)`` with no
+Kafka at all (``sleeps @ N``); its CPU per sleep is the timer and task machinery of
+the handler, and a case's CPU per record minus it is the client's (fetch, decode,
+scheduling, commits). A busy machine lowers the records/s (the loop gets less of a
+core) more than the CPU per record: the 1-minute load average is reported with each.
+
     .venv/bin/python -m benchmarks.parallel_bench [--seconds 5] [--records 200000]
         [--concurrency 50,200,1000] [--orderings key,partition,unordered]
         [--bootstrap-servers HOST:PORT]
@@ -27,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import json
+import os
 import sys
 import time
 import uuid
@@ -59,6 +68,12 @@ class Case:
             return "sequential async for"
         return f"{self.ordering} @ {self.concurrency}"
 
+    def in_flight(self, partitions: int) -> int:
+        """Handlers running at once when records keep coming."""
+        if self.ordering == "partition":
+            return min(self.concurrency, partitions)
+        return self.concurrency
+
     def ceiling(self, latency_s: float, partitions: int) -> float:
         """Records/s the concurrency allows when only the latency bounds it."""
         if self.ordering == "sequential":
@@ -75,6 +90,10 @@ class Result:
     seconds: float
     cpu_s: float
     ceiling: float
+    #: CPU µs per sleep of the handler's sleeps alone at the same concurrency
+    sleep_cpu_us: float | None = None
+    #: the 1-minute load average when the case ended
+    load: float | None = None
 
     @property
     def rate(self) -> float:
@@ -83,6 +102,13 @@ class Result:
     @property
     def cpu_us_per_record(self) -> float:
         return self.cpu_s / self.records * 1e6 if self.records else 0.0
+
+    @property
+    def client_cpu_us(self) -> float | None:
+        """CPU µs per record besides the handler's sleeps."""
+        if self.sleep_cpu_us is None:
+            return None
+        return self.cpu_us_per_record - self.sleep_cpu_us
 
 
 def cases(orderings: list[str], concurrency: list[int]) -> list[Case]:
@@ -100,16 +126,44 @@ def parse_list(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
 
 def render_table(results: list[Result]) -> str:
     lines = [
-        "| case | records/s | ceiling (concurrency / latency) | of ceiling | CPU µs/record |",
-        "|---|---:|---:|---:|---:|",
+        "| case | records/s | ceiling (concurrency / latency) | of ceiling | CPU µs/record "
+        "| of which the handler's sleeps | of which the client | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
     for r in results:
         share = r.rate / r.ceiling if r.ceiling else 0.0
         lines.append(
             f"| {r.case} | {r.rate:,.0f} | {r.ceiling:,.0f} | {share:.0%} | "
-            f"{r.cpu_us_per_record:,.0f} |"
+            f"{r.cpu_us_per_record:,.1f} | {num(r.sleep_cpu_us, ',.1f')} | "
+            f"{num(r.client_cpu_us, ',.1f')} | {num(r.load, '.1f')} |"
         )
     return "\n".join(lines)
+
+
+async def sleep_cpu_us(concurrency: int, seconds: float, latency_s: float) -> float:
+    """CPU µs per ``asyncio.sleep(latency_s)`` with ``concurrency`` coroutines looping
+    on it (and counting, as the benchmark's handler does): the handler's own cost."""
+    count = 0
+    stop = False
+
+    async def sleeper() -> None:
+        nonlocal count
+        while not stop:
+            await asyncio.sleep(latency_s)
+            count += 1
+
+    tasks = [asyncio.create_task(sleeper()) for _ in range(concurrency)]
+    await asyncio.sleep(latency_s * 5)  # (started and spread out)
+    start_count, start_cpu = count, time.process_time()
+    await asyncio.sleep(seconds)
+    done, cpu = count - start_count, time.process_time() - start_cpu
+    stop = True
+    await asyncio.gather(*tasks)
+    return cpu / done * 1e6 if done else 0.0
 
 
 async def fill(bootstrap: str, topic: str, records: int) -> None:
@@ -193,12 +247,21 @@ async def session(
     topic = f"bench-parallel-{uuid.uuid4().hex[:8]}"
     print(f"producing {records:,} records to {topic}...", file=sys.stderr, flush=True)
     await fill(bootstrap, topic, records)
+    sleeps: dict[int, float] = {}
+    for n in sorted({case.in_flight(PARTITIONS) for case in todo}):
+        sleeps[n] = await sleep_cpu_us(n, min(seconds, 3.0), latency_s)
+        print(f"sleeps @ {n}: {sleeps[n]:,.1f} µs CPU/sleep", file=sys.stderr, flush=True)
     results = []
     for case in todo:
         result = await run_case(bootstrap, topic, case, seconds, latency_s)
+        result = dataclasses.replace(
+            result, sleep_cpu_us=sleeps[case.in_flight(PARTITIONS)], load=os.getloadavg()[0]
+        )
         print(
             f"{result.case}: {result.rate:,.0f} records/s, "
-            f"{result.cpu_us_per_record:,.0f} µs CPU/record",
+            f"{result.cpu_us_per_record:,.1f} µs CPU/record "
+            f"({result.client_cpu_us:,.1f} besides the handler's sleeps), "
+            f"load {result.load:.1f}",
             file=sys.stderr,
             flush=True,
         )
@@ -255,7 +318,12 @@ def main(argv: list[str]) -> int:
                 "partitions": PARTITIONS,
                 "keys": KEYS,
                 "results": [
-                    {**asdict(r), "rate": r.rate, "cpu_us_per_record": r.cpu_us_per_record}
+                    {
+                        **asdict(r),
+                        "rate": r.rate,
+                        "cpu_us_per_record": r.cpu_us_per_record,
+                        "client_cpu_us": r.client_cpu_us,
+                    }
                     for r in results
                 ],
             },

@@ -22,7 +22,8 @@ import logging
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
+from operator import attrgetter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -58,9 +59,16 @@ _IN_USE: weakref.WeakSet[Consumer[Any, Any]] = weakref.WeakSet()
 
 _NOT_CALLED = object()  # (the handler raised before returning anything)
 
+_key_of = attrgetter("key")
+
 # how long one getmany waits: the longest a stop() or a fatal error waits for the
 # fetch loop to notice (work itself never waits on it)
 _POLL_MS = 100
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _check_int(name: str, value: object, low: int, *, optional: bool = False) -> None:
@@ -210,8 +218,12 @@ class ParallelConsumer(Generic[K, V]):
         self._revoke_timeout = None if revoke_timeout_ms is None else revoke_timeout_ms / 1000
         self._stop_timeout = None if stop_timeout_ms is None else stop_timeout_ms / 1000
         self._fetch_max = fetch_max_records or consumer._config.max_poll_records
+        # the fetch loop waits while fewer than _chunk records fit and more than
+        # _ready_low may start (_full)
+        self._chunk = max(1, min(self._fetch_max, total // 2))
+        self._ready_low = max_concurrency // 2
+        self._room: asyncio.Future[None] | None = None  # the fetch loop waiting for room
         self._offsets: dict[TopicPartition, PartitionOffsets] = {}
-        self._inflight: dict[TopicPartition, int] = {}
         self._running: dict[asyncio.Task[None], TopicPartition] = {}  # worker -> partition
         self._workers: set[asyncio.Task[None]] = set()
         self._idle: deque[asyncio.Future[None]] = deque()
@@ -314,6 +326,8 @@ class ParallelConsumer(Generic[K, V]):
         committed, and ``run()`` returns. From a handler it returns at once (``run()``
         waits for that handler to end)."""
         self._stop_requested = True
+        if self._room is not None:
+            _wake(self._room)  # the fetch loop waiting for room notices at once
         task = self._run_task
         if task is None:
             return
@@ -365,6 +379,10 @@ class ParallelConsumer(Generic[K, V]):
         next_commit = loop.time() + self._commit_interval
         while not self._stop_requested and self._fatal is None:
             self._install_listener()
+            if self._full():
+                await self._wait_for_room(loop)
+                if self._stop_requested or self._fatal is not None:
+                    break
             room = sched.max_queued_total - sched.queued_total
             try:
                 batch = await consumer.getmany(
@@ -389,28 +407,45 @@ class ParallelConsumer(Generic[K, V]):
                     self._maybe_resume()
                 await self._commit()
 
+    def _full(self) -> bool:
+        """Enough is queued that fetching now would add only a few records: the next
+        fetch waits until the workers took a chunk (``fetch_max_records``, at most half
+        the total bound), or until few records are ready to start (the queues hold
+        records of busy keys: fetch for other keys, as the bounds allow)."""
+        sched = self._sched
+        return (
+            sched.max_queued_total - sched.queued_total < self._chunk
+            and sched.ready_count > self._ready_low
+        )
+
+    async def _wait_for_room(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait until ``_full()`` no longer holds (a worker taking a record checks), or
+        ``_POLL_MS`` (the consumer is polled that often at least: its housekeeping, a
+        rebalance's callbacks), a stop or a fatal error. Without it, the fetch loop took
+        a record or two per pass as workers freed room, paying the per-batch costs
+        (the fetch, the bounds check of every partition) for each."""
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._room = waiter
+        handle = loop.call_later(_POLL_MS / 1000, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            handle.cancel()
+            self._room = None
+
     def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[K, V]]]) -> None:
         """Track and queue a fetched batch; pause partitions past their bounds."""
         sched = self._sched
         now = time.monotonic()
-        ordering = self.ordering
+        by_key = self.ordering == "key"
         for tp, records in batch.items():
             po = self._offsets.get(tp)
             if po is None:
                 po = self._offsets[tp] = PartitionOffsets()
-                self._inflight[tp] = 0
             elif records and records[0].offset < po.next_offset:
                 self._rewind(tp, po, records[0].offset)
-            lane: Hashable
-            if ordering == "key":
-                for r in records:
-                    po.add(r.offset, now)
-                    sched.add(tp, sched.lane_of(tp, r.key), r)
-            else:
-                lane = tp if ordering == "partition" else None
-                for r in records:
-                    po.add(r.offset, now)
-                    sched.add(tp, lane, r)
+            po.add_many([r.offset for r in records], now)
+            sched.add_many(tp, records, map(_key_of, records) if by_key else ())
         assigned = self._consumer.assignment()
         sched.partitions = len(assigned)
         paused_now: frozenset[TopicPartition] | None = None
@@ -434,8 +469,7 @@ class ParallelConsumer(Generic[K, V]):
         dropped = sched.drop({tp})
         keep = sorted((r for r in dropped if r.offset < offset), key=lambda r: r.offset)
         po.rewind(offset, {r.offset for r in dropped if r.offset >= offset})
-        for r in keep:
-            sched.add(tp, sched.lane_of(tp, r.key), r)
+        sched.add_many(tp, keep, map(_key_of, keep))
         if tp in self._paused:
             self._maybe_resume()
         log.info("ParallelConsumer: %s moved back to offset %d: taken again from there", tp, offset)
@@ -488,33 +522,55 @@ class ParallelConsumer(Generic[K, V]):
     # -- workers ------------------------------------------------------------------------
 
     async def _work(self) -> None:
+        # The per-record path: each line here runs for every record (see
+        # benchmarks/parallel_bench.py for its CPU cost), so it is kept flat, calling
+        # the handler itself, with the retries and failure policy out of line.
         task = asyncio.current_task()
         assert task is not None
         sched = self._sched
+        take = sched.take
+        offsets = self._offsets
+        running = self._running
+        handler = self._handler
+        assert handler is not None
         loop = asyncio.get_running_loop()
         while not self._closing and self._fatal is None:
-            got = sched.take()
+            got = take()
             if got is None:
                 fut: asyncio.Future[None] = loop.create_future()
                 self._idle.append(fut)
                 await fut
                 continue
             tp, lane, record = got
+            if self._room is not None and not self._full():
+                _wake(self._room)
             if self._paused:
                 self._maybe_resume(tp)
-            po = self._offsets[tp]
-            self._running[task] = tp
-            self._inflight[tp] += 1
-            running = len(self._running)
-            if running > self.in_flight_max:
-                self.in_flight_max = running
+            po = offsets[tp]
+            running[task] = tp
+            if len(running) > self.in_flight_max:
+                self.in_flight_max = len(running)
             finished = False
             try:
-                finished = await self._process(task, record)
+                result: object = _NOT_CALLED
+                failure: BaseException | None = None
+                try:
+                    result = handler(record)
+                    await result  # (not awaitable: a TypeError, _retry says so)
+                except BaseException as exc:
+                    failure = exc  # (handled below, outside this except: no chaining)
+                if failure is not None:
+                    finished = await self._retry(task, record, result, failure)
+                    failure = None
+                elif task.cancelling():
+                    # the handler swallowed our cancellation: interrupted, so not done
+                    # (and the worker ends, as the revoke or stop waiting for it expects)
+                    raise asyncio.CancelledError
+                else:
+                    self.processed += 1
+                    finished = True
             finally:
-                del self._running[task]
-                if tp in self._inflight:
-                    self._inflight[tp] -= 1
+                del running[task]
                 if finished:
                     po.finish(record.offset)
                     self._since_commit += 1
@@ -526,51 +582,54 @@ class ParallelConsumer(Generic[K, V]):
                         if not waiter.done():
                             waiter.set_result(None)
 
-    async def _process(self, task: asyncio.Task[None], record: ConsumerRecord[K, V]) -> bool:
-        """Run the handler on ``record`` with retries and the failure policy; True if
-        the record is done (handled, skipped, dead-lettered)."""
+    async def _retry(
+        self,
+        task: asyncio.Task[None],
+        record: ConsumerRecord[K, V],
+        result: object,
+        exc: BaseException,
+    ) -> bool:
+        """The handler raised ``exc`` on ``record`` (``result``: what it returned,
+        ``_NOT_CALLED`` if the call itself raised): retries, then the failure policy;
+        True if the record is done (handled, skipped, dead-lettered)."""
         handler = self._handler
         assert handler is not None
-        attempt = 0
+        attempt = 1
         while True:
+            if result is not _NOT_CALLED and not inspect.isawaitable(result):
+                # a plain function: its body ran, so a retry would run it again
+                self._set_fatal(
+                    KafkaConfigError(
+                        f"ParallelConsumer: the handler must return an awaitable (an "
+                        f"async def function), not {type(result).__name__}: {handler!r}"
+                    )
+                )
+                return False
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                self._set_fatal(exc)  # KeyboardInterrupt, SystemExit...
+                return False
+            if task.cancelling():
+                # we were cancelled (revoke timeout, stop, run() cancelled), also if the
+                # handler turned it into an error of its own: not done, no retry
+                if isinstance(exc, asyncio.CancelledError):
+                    raise exc
+                raise asyncio.CancelledError from exc
+            if attempt > self._retries:
+                return await self._failed(record, exc, attempt)
+            self.retried += 1
+            await asyncio.sleep(backoff_s(attempt, *self._backoff))
             attempt += 1
-            result: object = _NOT_CALLED
+            result = _NOT_CALLED
             try:
                 result = handler(record)
                 await result
-            except BaseException as exc:
-                if result is not _NOT_CALLED and not inspect.isawaitable(result):
-                    # a plain function: its body ran, so a retry would run it again
-                    self._set_fatal(
-                        KafkaConfigError(
-                            f"ParallelConsumer: the handler must return an awaitable (an "
-                            f"async def function), not {type(result).__name__}: "
-                            f"{handler!r}"
-                        )
-                    )
-                    return False
-                if not isinstance(exc, Exception | asyncio.CancelledError):
-                    self._set_fatal(exc)  # KeyboardInterrupt, SystemExit...
-                    return False
-                if task.cancelling():
-                    # we were cancelled (revoke timeout, stop, run() cancelled), also if
-                    # the handler turned it into an error of its own: not done, no retry
-                    if isinstance(exc, asyncio.CancelledError):
-                        raise
-                    raise asyncio.CancelledError from exc
-                error: BaseException = exc
-            else:
-                if task.cancelling():
-                    # the handler swallowed our cancellation: interrupted, so not done
-                    # (and the worker ends, as the revoke or stop waiting for it expects)
-                    raise asyncio.CancelledError
-                self.processed += 1
-                return True
-            if attempt <= self._retries:
-                self.retried += 1
-                await asyncio.sleep(backoff_s(attempt, *self._backoff))
+            except BaseException as again:
+                exc = again
                 continue
-            return await self._failed(record, error, attempt)
+            if task.cancelling():
+                raise asyncio.CancelledError  # (as in _work: interrupted, not done)
+            self.processed += 1
+            return True
 
     async def _failed(
         self, record: ConsumerRecord[K, V], exc: BaseException, attempts: int
@@ -606,6 +665,8 @@ class ParallelConsumer(Generic[K, V]):
     def _set_fatal(self, exc: BaseException) -> None:
         if self._fatal is None:
             self._fatal = exc
+        if self._room is not None:
+            _wake(self._room)
 
     # -- commits and rebalances ----------------------------------------------------------
 
@@ -687,7 +748,6 @@ class ParallelConsumer(Generic[K, V]):
                         self._consumer.seek(tp, safe)
         for tp in tps:
             self._offsets.pop(tp, None)
-            self._inflight.pop(tp, None)
             self._paused.discard(tp)
         self._dispatch()
 
