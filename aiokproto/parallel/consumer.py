@@ -218,9 +218,10 @@ class ParallelConsumer(Generic[K, V]):
         self._revoke_timeout = None if revoke_timeout_ms is None else revoke_timeout_ms / 1000
         self._stop_timeout = None if stop_timeout_ms is None else stop_timeout_ms / 1000
         self._fetch_max = fetch_max_records or consumer._config.max_poll_records
-        # the fetch loop waits while fewer than _chunk records fit and more than
-        # _ready_low may start (_full)
+        # the fetch loop waits while at most _chunk records fit (_refill_below queued
+        # or more) and more than _ready_low may start (_full)
         self._chunk = max(1, min(self._fetch_max, total // 2))
+        self._refill_below = total - self._chunk
         self._ready_low = max_concurrency // 2
         self._room: asyncio.Future[None] | None = None  # the fetch loop waiting for room
         self._offsets: dict[TopicPartition, PartitionOffsets] = {}
@@ -386,7 +387,7 @@ class ParallelConsumer(Generic[K, V]):
             room = sched.max_queued_total - sched.queued_total
             try:
                 batch = await consumer.getmany(
-                    timeout_ms=_POLL_MS, max_records=max(1, min(self._fetch_max, room))
+                    timeout_ms=_POLL_MS, max_records=max(1, min(self._fetch_max, room - 1))
                 )
             except ConsumerStoppedError:
                 return  # the consumer stopped under us: its revoke committed
@@ -409,14 +410,13 @@ class ParallelConsumer(Generic[K, V]):
 
     def _full(self) -> bool:
         """Enough is queued that fetching now would add only a few records: the next
-        fetch waits until the workers took a chunk (``fetch_max_records``, at most half
+        fetch waits until more than a chunk fits (``fetch_max_records``, at most half
         the total bound), or until few records are ready to start (the queues hold
-        records of busy keys: fetch for other keys, as the bounds allow)."""
+        records of busy keys: fetch for other keys, as the bounds allow). (More than a
+        chunk, and a fetch one short of the total bound: a chunk then leaves the total
+        under its bound, which would pause every partition holding its fair share.)"""
         sched = self._sched
-        return (
-            sched.max_queued_total - sched.queued_total < self._chunk
-            and sched.ready_count > self._ready_low
-        )
+        return sched.queued_total >= self._refill_below and sched.ready_count > self._ready_low
 
     async def _wait_for_room(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wait until ``_full()`` no longer holds (a worker taking a record checks), or
@@ -483,13 +483,13 @@ class ParallelConsumer(Generic[K, V]):
 
     def _maybe_resume(self, taken: TopicPartition | None = None) -> None:
         """Resume the partitions we paused whose queues drained. Queues shrink only as
-        records are taken: ``taken`` (a record of it was just taken, the per-record
-        call) checks that partition alone, unless the total is down to half its bound
-        (then any may resume; the partitions still paused then hold over half their own
-        bound each, so they are few); without it (at each commit, after a rewind),
-        every one."""
+        records are taken, so a worker checks ``taken`` alone (a record of it was just
+        taken and at most half its bound is left), and every one when the total comes
+        down to half its bound (takes lower it one at a time: it passes there; the
+        partitions still paused then hold over half their own bound each, so they are
+        few); without ``taken`` (then, at each commit, after a rewind), every one."""
         sched = self._sched
-        if taken is not None and sched.queued_total > sched.max_queued_total // 2:
+        if taken is not None:
             if taken not in self._paused or not sched.under_limit(taken):
                 return
             ready = [taken]
@@ -529,6 +529,11 @@ class ParallelConsumer(Generic[K, V]):
         assert task is not None
         sched = self._sched
         take = sched.take
+        ready = sched.ready
+        refill_below, ready_low = self._refill_below, self._ready_low
+        half_total = sched.max_queued_total // 2
+        half_partition = sched.max_queued_per_partition // 2
+        paused = self._paused
         offsets = self._offsets
         running = self._running
         handler = self._handler
@@ -542,10 +547,14 @@ class ParallelConsumer(Generic[K, V]):
                 await fut
                 continue
             tp, lane, record = got
-            if self._room is not None and not self._full():
-                _wake(self._room)
-            if self._paused:
-                self._maybe_resume(tp)
+            room = self._room
+            if room is not None and (sched.queued_total < refill_below or len(ready) <= ready_low):
+                _wake(room)  # (not _full() any more)
+            if paused:
+                if sched.queued_total == half_total:
+                    self._maybe_resume()  # the total just came down to half: any may resume
+                elif sched.left_in_partition <= half_partition and tp in paused:
+                    self._maybe_resume(tp)  # (more left: it may not resume yet)
             po = offsets[tp]
             running[task] = tp
             if len(running) > self.in_flight_max:
@@ -777,7 +786,8 @@ class ParallelConsumer(Generic[K, V]):
                 safe = po.safe
                 if safe is not None and tp in assigned:
                     consumer.seek(tp, safe)
-            paused, self._paused = self._paused, set()
+            paused = set(self._paused)
+            self._paused.clear()  # (the same set: workers keep it)
             consumer.resume(*(tp for tp in paused if tp in assigned))
 
     # -- metrics -------------------------------------------------------------------------

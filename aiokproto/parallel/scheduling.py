@@ -82,11 +82,18 @@ class Scheduler(Generic[T]):
         self._parts: dict[TopicPartition, _Partition] = {}
         # laned: idle lanes with items waiting; unordered: (partition, item) in order
         self._ready: deque[Any] = deque()
+        #: what may start now (one entry per idle lane with items waiting, or per item
+        #: for "unordered"): read only, its length is ``ready_count`` (the same deque
+        #: for the scheduler's life, so a caller may keep it)
+        self.ready: deque[Any] = self._ready
         # lanes ended (released with nothing waiting), reused: most records of many keys
         # open a lane of their own, and a new one (its deque) costs more than the rest of
         # scheduling the record
         self._spare: list[Lane[T]] = []
         self.queued_total = 0
+        #: items still queued of the partition ``take`` last took from (a cheap
+        #: precondition of ``under_limit`` for it: at most half its bound)
+        self.left_in_partition = 0
         #: partitions assigned (set by the owner): each one's fair share of the total
         self.partitions = 1
 
@@ -158,11 +165,13 @@ class Scheduler(Generic[T]):
         if not self._laned:
             part, item = ready.popleft()
             part.queued -= 1
+            self.left_in_partition = part.queued
             return part.tp, None, item
         lane = ready.popleft()
         lane.busy = True
         part = lane.part
         part.queued -= 1
+        self.left_in_partition = part.queued
         return part.tp, lane, lane.items.popleft()
 
     def release(self, lane: Lane[T] | None) -> None:
@@ -201,7 +210,8 @@ class Scheduler(Generic[T]):
                     dropped.append(entry[1])
                 else:
                     keep.append(entry)
-            self._ready = keep
+            self._ready.clear()
+            self._ready.extend(keep)
         for tp in partitions:
             part = self._parts.get(tp)
             if part is None:
@@ -217,7 +227,9 @@ class Scheduler(Generic[T]):
             if not lanes:
                 del self._parts[tp]
         if self._laned and dropped:  # their lanes leave the ready queue
-            self._ready = deque(lane for lane in self._ready if lane.items)
+            keep = deque(lane for lane in self._ready if lane.items)
+            self._ready.clear()
+            self._ready.extend(keep)
         return dropped
 
     def _share(self) -> int:
