@@ -16,10 +16,12 @@ loop: past some concurrency the loop's CPU, not the latency, bounds the rate.
 
 The handler's own cost is measured apart, in the same run: as many coroutines as the
 case has handlers in flight, each looping ``await asyncio.sleep(latency)`` with no
-Kafka at all (``sleeps @ N``); its CPU per sleep is the timer and task machinery of
-the handler, and a case's CPU per record minus it is the client's (fetch, decode,
-scheduling, commits). A busy machine lowers the records/s (the loop gets less of a
-core) more than the CPU per record: the 1-minute load average is reported with each.
+Kafka at all (``sleeps alone @ N``). Its CPU per sleep is the handler's timer and task
+machinery: a case's CPU per record minus it is the client's (fetch, decode, scheduling,
+commits). Its sleeps/s is what the machine allowed the handler alone at the time: on a
+busy machine the loop gets a slice of a core and every timer fires late, so the
+records/s drop, the sleeps alone's too, while the CPU per record barely moves. The share
+of a core the process used and the 1-minute load average are reported with each case.
 
     .venv/bin/python -m benchmarks.parallel_bench [--seconds 5] [--records 200000]
         [--concurrency 50,200,1000] [--orderings key,partition,unordered]
@@ -92,6 +94,9 @@ class Result:
     ceiling: float
     #: CPU µs per sleep of the handler's sleeps alone at the same concurrency
     sleep_cpu_us: float | None = None
+    #: sleeps/s of the handler's sleeps alone at the same concurrency: what the
+    #: machine allowed at that time with no Kafka at all
+    sleep_rate: float | None = None
     #: the 1-minute load average when the case ended
     load: float | None = None
 
@@ -102,6 +107,11 @@ class Result:
     @property
     def cpu_us_per_record(self) -> float:
         return self.cpu_s / self.records * 1e6 if self.records else 0.0
+
+    @property
+    def core_share(self) -> float:
+        """CPU seconds per second: 1.0 is a whole core (the loop never waited)."""
+        return self.cpu_s / self.seconds if self.seconds else 0.0
 
     @property
     def client_cpu_us(self) -> float | None:
@@ -126,9 +136,10 @@ def parse_list(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
 
 def render_table(results: list[Result]) -> str:
     lines = [
-        "| case | records/s | ceiling (concurrency / latency) | of ceiling | CPU µs/record "
-        "| of which the handler's sleeps | of which the client | load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| case | records/s | ceiling (concurrency / latency) | of ceiling "
+        "| sleeps alone /s | CPU µs/record | of which the handler's sleeps "
+        "| of which the client | core used | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def num(value: float | None, fmt: str) -> str:
@@ -138,15 +149,17 @@ def render_table(results: list[Result]) -> str:
         share = r.rate / r.ceiling if r.ceiling else 0.0
         lines.append(
             f"| {r.case} | {r.rate:,.0f} | {r.ceiling:,.0f} | {share:.0%} | "
-            f"{r.cpu_us_per_record:,.1f} | {num(r.sleep_cpu_us, ',.1f')} | "
-            f"{num(r.client_cpu_us, ',.1f')} | {num(r.load, '.1f')} |"
+            f"{num(r.sleep_rate, ',.0f')} | {r.cpu_us_per_record:,.1f} | "
+            f"{num(r.sleep_cpu_us, ',.1f')} | "
+            f"{num(r.client_cpu_us, ',.1f')} | {r.core_share:.0%} | {num(r.load, '.1f')} |"
         )
     return "\n".join(lines)
 
 
-async def sleep_cpu_us(concurrency: int, seconds: float, latency_s: float) -> float:
-    """CPU µs per ``asyncio.sleep(latency_s)`` with ``concurrency`` coroutines looping
-    on it (and counting, as the benchmark's handler does): the handler's own cost."""
+async def sleeps_alone(concurrency: int, seconds: float, latency_s: float) -> tuple[float, float]:
+    """CPU µs per ``asyncio.sleep(latency_s)`` and sleeps/s, with ``concurrency``
+    coroutines looping on it (and counting, as the benchmark's handler does): the
+    handler's own cost, and the rate the machine allows it now."""
     count = 0
     stop = False
 
@@ -158,12 +171,13 @@ async def sleep_cpu_us(concurrency: int, seconds: float, latency_s: float) -> fl
 
     tasks = [asyncio.create_task(sleeper()) for _ in range(concurrency)]
     await asyncio.sleep(latency_s * 5)  # (started and spread out)
-    start_count, start_cpu = count, time.process_time()
+    start_count, start_cpu, start = count, time.process_time(), time.monotonic()
     await asyncio.sleep(seconds)
     done, cpu = count - start_count, time.process_time() - start_cpu
+    elapsed = time.monotonic() - start
     stop = True
     await asyncio.gather(*tasks)
-    return cpu / done * 1e6 if done else 0.0
+    return (cpu / done * 1e6 if done else 0.0), done / elapsed
 
 
 async def fill(bootstrap: str, topic: str, records: int) -> None:
@@ -247,15 +261,20 @@ async def session(
     topic = f"bench-parallel-{uuid.uuid4().hex[:8]}"
     print(f"producing {records:,} records to {topic}...", file=sys.stderr, flush=True)
     await fill(bootstrap, topic, records)
-    sleeps: dict[int, float] = {}
+    sleeps: dict[int, tuple[float, float]] = {}
     for n in sorted({case.in_flight(PARTITIONS) for case in todo}):
-        sleeps[n] = await sleep_cpu_us(n, min(seconds, 3.0), latency_s)
-        print(f"sleeps @ {n}: {sleeps[n]:,.1f} µs CPU/sleep", file=sys.stderr, flush=True)
+        sleeps[n] = await sleeps_alone(n, min(seconds, 3.0), latency_s)
+        print(
+            f"sleeps alone @ {n}: {sleeps[n][1]:,.0f}/s, {sleeps[n][0]:,.1f} µs CPU/sleep",
+            file=sys.stderr,
+            flush=True,
+        )
     results = []
     for case in todo:
         result = await run_case(bootstrap, topic, case, seconds, latency_s)
+        cpu, rate = sleeps[case.in_flight(PARTITIONS)]
         result = dataclasses.replace(
-            result, sleep_cpu_us=sleeps[case.in_flight(PARTITIONS)], load=os.getloadavg()[0]
+            result, sleep_cpu_us=cpu, sleep_rate=rate, load=os.getloadavg()[0]
         )
         print(
             f"{result.case}: {result.rate:,.0f} records/s, "
@@ -323,6 +342,7 @@ def main(argv: list[str]) -> int:
                         "rate": r.rate,
                         "cpu_us_per_record": r.cpu_us_per_record,
                         "client_cpu_us": r.client_cpu_us,
+                        "core_share": r.core_share,
                     }
                     for r in results
                 ],

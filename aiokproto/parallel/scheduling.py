@@ -6,7 +6,8 @@ were added (offset order within a partition), and different lanes run concurrent
 ``"unordered"`` has no lanes: any queued record may start. Ready lanes are served
 first come, first served, so a busy key never holds up other keys; what it holds back
 is bounded by the back-pressure limits (``over_limit``/``under_limit``), on which the
-consumer's fetching of a partition is paused and resumed.
+consumer's fetching of a partition is paused and resumed. This runs for every record:
+lanes are found by key within their partition's table and reused once they end.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from benchmarks.parallel_bench import (
     main,
     parse_list,
     render_table,
-    sleep_cpu_us,
+    sleeps_alone,
 )
 
 
@@ -35,16 +35,19 @@ def test_table_and_rates() -> None:
     assert r.rate == 2_500 and r.cpu_us_per_record == pytest.approx(20)
     assert r.client_cpu_us is None
     table = render_table([r])
-    assert "| key @ 50 | 2,500 | 2,500 | 100% | 20.0 | - | - | - |" in table
-    split = dataclasses.replace(r, sleep_cpu_us=6.5, load=3.25)
+    assert r.core_share == pytest.approx(0.05)
+    assert "| key @ 50 | 2,500 | 2,500 | 100% | - | 20.0 | - | - | 5% | - |" in table
+    split = dataclasses.replace(r, sleep_cpu_us=6.5, sleep_rate=2_400.4, load=3.25)
     assert split.client_cpu_us == pytest.approx(13.5)
-    assert "| key @ 50 | 2,500 | 2,500 | 100% | 20.0 | 6.5 | 13.5 | 3.2 |" in render_table([split])
+    row = "| key @ 50 | 2,500 | 2,500 | 100% | 2,400 | 20.0 | 6.5 | 13.5 | 5% | 3.2 |"
+    assert row in render_table([split])
 
 
 async def test_the_sleep_reference_counts_cpu_per_sleep() -> None:
     """The handler's own cost, no Kafka: 20 coroutines sleeping 10 ms for 0.1 s."""
-    per_sleep = await sleep_cpu_us(20, 0.1, 0.01)
+    per_sleep, rate = await sleeps_alone(20, 0.1, 0.01)
     assert 0 < per_sleep < 10_000
+    assert 0 < rate <= 20 / 0.01 * 1.05
 
 
 def test_bad_arguments_are_refused() -> None:
