@@ -3,15 +3,15 @@ key (or partition), offsets committed only where every record below has finished
 
 One fetch loop (the task running ``run()``) takes batches with ``Consumer.getmany``,
 records their offsets (``offsets.PartitionOffsets``) and queues them
-(``scheduling.Scheduler``); while the queues are nearly full it waits for the workers
-to take a chunk before fetching again (not a record or two per pass); a pool of at most ``max_concurrency`` worker tasks, started
-as work appears and reused, runs the handler (no task per record). Queues past their
-bounds pause the partition's fetching. Commits (every ``commit_interval_ms``, every
-``commit_every_records``, on revoke, on stop) send each partition's safe offset. A
-rebalance listener chained in front of the user's drops revoked partitions' queued
-records, awaits their in-flight ones (cancelled after ``revoke_timeout_ms``) and commits
-before the partitions go. Every task is owned: ``run()`` returns only once its workers
-have ended.
+(``scheduling.Scheduler``); while the queues are nearly full it waits for the workers to
+take a chunk before fetching again (not a record or two per pass). A pool of at most
+``max_concurrency`` worker tasks, started as work appears and reused, runs the handler
+(no task per record). Queues past their bounds pause the partition's fetching. Commits
+(every ``commit_interval_ms``, every ``commit_every_records``, on revoke, on stop) send
+each partition's safe offset. A rebalance listener chained in front of the user's drops
+revoked partitions' queued records, awaits their in-flight ones (cancelled after
+``revoke_timeout_ms``) and commits before the partitions go. Every task is owned:
+``run()`` returns only once its workers have ended.
 """
 
 from __future__ import annotations
