@@ -14,6 +14,15 @@ latency for ``partition``, 1 / latency for ``sequential``) and the process CPU t
 record (user + system of this process, broker excluded). The process is one asyncio
 loop: past some concurrency the loop's CPU, not the latency, bounds the rate.
 
+The handler's own cost is measured apart, in the same run: as many coroutines as the
+case has handlers in flight, each looping ``await asyncio.sleep(latency)`` with no
+Kafka at all (``sleeps alone @ N``). Its CPU per sleep is the handler's timer and task
+machinery: a case's CPU per record minus it is the client's (fetch, decode, scheduling,
+commits). Its sleeps/s is what the machine allowed the handler alone at the time: on a
+busy machine the loop gets a slice of a core and every timer fires late, so the
+records/s drop, the sleeps alone's too, while the CPU per record barely moves. The share
+of a core the process used and the 1-minute load average are reported with each case.
+
     .venv/bin/python -m benchmarks.parallel_bench [--seconds 5] [--records 200000]
         [--concurrency 50,200,1000] [--orderings key,partition,unordered]
         [--bootstrap-servers HOST:PORT]
@@ -27,8 +36,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import json
+import os
 import sys
 import time
 import uuid
@@ -59,6 +70,12 @@ class Case:
             return "sequential async for"
         return f"{self.ordering} @ {self.concurrency}"
 
+    def in_flight(self, partitions: int) -> int:
+        """Handlers running at once when records keep coming."""
+        if self.ordering == "partition":
+            return min(self.concurrency, partitions)
+        return self.concurrency
+
     def ceiling(self, latency_s: float, partitions: int) -> float:
         """Records/s the concurrency allows when only the latency bounds it."""
         if self.ordering == "sequential":
@@ -75,6 +92,13 @@ class Result:
     seconds: float
     cpu_s: float
     ceiling: float
+    #: CPU µs per sleep of the handler's sleeps alone at the same concurrency
+    sleep_cpu_us: float | None = None
+    #: sleeps/s of the handler's sleeps alone at the same concurrency: what the
+    #: machine allowed at that time with no Kafka at all
+    sleep_rate: float | None = None
+    #: the 1-minute load average when the case ended
+    load: float | None = None
 
     @property
     def rate(self) -> float:
@@ -83,6 +107,18 @@ class Result:
     @property
     def cpu_us_per_record(self) -> float:
         return self.cpu_s / self.records * 1e6 if self.records else 0.0
+
+    @property
+    def core_share(self) -> float:
+        """CPU seconds per second: 1.0 is a whole core (the loop never waited)."""
+        return self.cpu_s / self.seconds if self.seconds else 0.0
+
+    @property
+    def client_cpu_us(self) -> float | None:
+        """CPU µs per record besides the handler's sleeps."""
+        if self.sleep_cpu_us is None:
+            return None
+        return self.cpu_us_per_record - self.sleep_cpu_us
 
 
 def cases(orderings: list[str], concurrency: list[int]) -> list[Case]:
@@ -100,16 +136,48 @@ def parse_list(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
 
 def render_table(results: list[Result]) -> str:
     lines = [
-        "| case | records/s | ceiling (concurrency / latency) | of ceiling | CPU µs/record |",
-        "|---|---:|---:|---:|---:|",
+        "| case | records/s | ceiling (concurrency / latency) | of ceiling "
+        "| sleeps alone /s | CPU µs/record | of which the handler's sleeps "
+        "| of which the client | core used | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
     for r in results:
         share = r.rate / r.ceiling if r.ceiling else 0.0
         lines.append(
             f"| {r.case} | {r.rate:,.0f} | {r.ceiling:,.0f} | {share:.0%} | "
-            f"{r.cpu_us_per_record:,.0f} |"
+            f"{num(r.sleep_rate, ',.0f')} | {r.cpu_us_per_record:,.1f} | "
+            f"{num(r.sleep_cpu_us, ',.1f')} | "
+            f"{num(r.client_cpu_us, ',.1f')} | {r.core_share:.0%} | {num(r.load, '.1f')} |"
         )
     return "\n".join(lines)
+
+
+async def sleeps_alone(concurrency: int, seconds: float, latency_s: float) -> tuple[float, float]:
+    """CPU µs per ``asyncio.sleep(latency_s)`` and sleeps/s, with ``concurrency``
+    coroutines looping on it (and counting, as the benchmark's handler does): the
+    handler's own cost, and the rate the machine allows it now."""
+    count = 0
+    stop = False
+
+    async def sleeper() -> None:
+        nonlocal count
+        while not stop:
+            await asyncio.sleep(latency_s)
+            count += 1
+
+    tasks = [asyncio.create_task(sleeper()) for _ in range(concurrency)]
+    await asyncio.sleep(latency_s * 5)  # (started and spread out)
+    start_count, start_cpu, start = count, time.process_time(), time.monotonic()
+    await asyncio.sleep(seconds)
+    done, cpu = count - start_count, time.process_time() - start_cpu
+    elapsed = time.monotonic() - start
+    stop = True
+    await asyncio.gather(*tasks)
+    return (cpu / done * 1e6 if done else 0.0), done / elapsed
 
 
 async def fill(bootstrap: str, topic: str, records: int) -> None:
@@ -193,12 +261,26 @@ async def session(
     topic = f"bench-parallel-{uuid.uuid4().hex[:8]}"
     print(f"producing {records:,} records to {topic}...", file=sys.stderr, flush=True)
     await fill(bootstrap, topic, records)
+    sleeps: dict[int, tuple[float, float]] = {}
+    for n in sorted({case.in_flight(PARTITIONS) for case in todo}):
+        sleeps[n] = await sleeps_alone(n, min(seconds, 3.0), latency_s)
+        print(
+            f"sleeps alone @ {n}: {sleeps[n][1]:,.0f}/s, {sleeps[n][0]:,.1f} µs CPU/sleep",
+            file=sys.stderr,
+            flush=True,
+        )
     results = []
     for case in todo:
         result = await run_case(bootstrap, topic, case, seconds, latency_s)
+        cpu, rate = sleeps[case.in_flight(PARTITIONS)]
+        result = dataclasses.replace(
+            result, sleep_cpu_us=cpu, sleep_rate=rate, load=os.getloadavg()[0]
+        )
         print(
             f"{result.case}: {result.rate:,.0f} records/s, "
-            f"{result.cpu_us_per_record:,.0f} µs CPU/record",
+            f"{result.cpu_us_per_record:,.1f} µs CPU/record "
+            f"({result.client_cpu_us:,.1f} besides the handler's sleeps), "
+            f"load {result.load:.1f}",
             file=sys.stderr,
             flush=True,
         )
@@ -255,7 +337,13 @@ def main(argv: list[str]) -> int:
                 "partitions": PARTITIONS,
                 "keys": KEYS,
                 "results": [
-                    {**asdict(r), "rate": r.rate, "cpu_us_per_record": r.cpu_us_per_record}
+                    {
+                        **asdict(r),
+                        "rate": r.rate,
+                        "cpu_us_per_record": r.cpu_us_per_record,
+                        "client_cpu_us": r.client_cpu_us,
+                        "core_share": r.core_share,
+                    }
                     for r in results
                 ],
             },

@@ -3,14 +3,15 @@ key (or partition), offsets committed only where every record below has finished
 
 One fetch loop (the task running ``run()``) takes batches with ``Consumer.getmany``,
 records their offsets (``offsets.PartitionOffsets``) and queues them
-(``scheduling.Scheduler``); a pool of at most ``max_concurrency`` worker tasks, started
-as work appears and reused, runs the handler (no task per record). Queues past their
-bounds pause the partition's fetching. Commits (every ``commit_interval_ms``, every
-``commit_every_records``, on revoke, on stop) send each partition's safe offset. A
-rebalance listener chained in front of the user's drops revoked partitions' queued
-records, awaits their in-flight ones (cancelled after ``revoke_timeout_ms``) and commits
-before the partitions go. Every task is owned: ``run()`` returns only once its workers
-have ended.
+(``scheduling.Scheduler``); while the queues are nearly full it waits for the workers to
+take a chunk before fetching again (not a record or two per pass). A pool of at most
+``max_concurrency`` worker tasks, started as work appears and reused, runs the handler
+(no task per record). Queues past their bounds pause the partition's fetching. Commits
+(every ``commit_interval_ms``, every ``commit_every_records``, on revoke, on stop) send
+each partition's safe offset. A rebalance listener chained in front of the user's drops
+revoked partitions' queued records, awaits their in-flight ones (cancelled after
+``revoke_timeout_ms``) and commits before the partitions go. Every task is owned:
+``run()`` returns only once its workers have ended.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import logging
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
+from operator import attrgetter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -58,9 +60,16 @@ _IN_USE: weakref.WeakSet[Consumer[Any, Any]] = weakref.WeakSet()
 
 _NOT_CALLED = object()  # (the handler raised before returning anything)
 
+_key_of = attrgetter("key")
+
 # how long one getmany waits: the longest a stop() or a fatal error waits for the
 # fetch loop to notice (work itself never waits on it)
 _POLL_MS = 100
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _check_int(name: str, value: object, low: int, *, optional: bool = False) -> None:
@@ -210,8 +219,13 @@ class ParallelConsumer(Generic[K, V]):
         self._revoke_timeout = None if revoke_timeout_ms is None else revoke_timeout_ms / 1000
         self._stop_timeout = None if stop_timeout_ms is None else stop_timeout_ms / 1000
         self._fetch_max = fetch_max_records or consumer._config.max_poll_records
+        # the fetch loop waits while at most _chunk records fit (_refill_below queued
+        # or more) and more than _ready_low may start (_full)
+        self._chunk = max(1, min(self._fetch_max, total // 2))
+        self._refill_below = total - self._chunk
+        self._ready_low = max_concurrency // 2
+        self._room: asyncio.Future[None] | None = None  # the fetch loop waiting for room
         self._offsets: dict[TopicPartition, PartitionOffsets] = {}
-        self._inflight: dict[TopicPartition, int] = {}
         self._running: dict[asyncio.Task[None], TopicPartition] = {}  # worker -> partition
         self._workers: set[asyncio.Task[None]] = set()
         self._idle: deque[asyncio.Future[None]] = deque()
@@ -314,6 +328,8 @@ class ParallelConsumer(Generic[K, V]):
         committed, and ``run()`` returns. From a handler it returns at once (``run()``
         waits for that handler to end)."""
         self._stop_requested = True
+        if self._room is not None:
+            _wake(self._room)  # the fetch loop waiting for room notices at once
         task = self._run_task
         if task is None:
             return
@@ -365,10 +381,14 @@ class ParallelConsumer(Generic[K, V]):
         next_commit = loop.time() + self._commit_interval
         while not self._stop_requested and self._fatal is None:
             self._install_listener()
+            if self._full():
+                await self._wait_for_room(loop)
+                if self._stop_requested or self._fatal is not None:
+                    break
             room = sched.max_queued_total - sched.queued_total
             try:
                 batch = await consumer.getmany(
-                    timeout_ms=_POLL_MS, max_records=max(1, min(self._fetch_max, room))
+                    timeout_ms=_POLL_MS, max_records=max(1, min(self._fetch_max, room - 1))
                 )
             except ConsumerStoppedError:
                 return  # the consumer stopped under us: its revoke committed
@@ -389,28 +409,44 @@ class ParallelConsumer(Generic[K, V]):
                     self._maybe_resume()
                 await self._commit()
 
+    def _full(self) -> bool:
+        """Enough is queued that fetching now would add only a few records: the next
+        fetch waits until more than a chunk fits (``fetch_max_records``, at most half
+        the total bound), or until few records are ready to start (the queues hold
+        records of busy keys: fetch for other keys, as the bounds allow). (More than a
+        chunk, and a fetch one short of the total bound: a chunk then leaves the total
+        under its bound, which would pause every partition holding its fair share.)"""
+        sched = self._sched
+        return sched.queued_total >= self._refill_below and sched.ready_count > self._ready_low
+
+    async def _wait_for_room(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait until ``_full()`` no longer holds (a worker taking a record checks), or
+        ``_POLL_MS`` (the consumer is polled that often at least: its housekeeping, a
+        rebalance's callbacks), a stop or a fatal error. Without it, the fetch loop took
+        a record or two per pass as workers freed room, paying the per-batch costs
+        (the fetch, the bounds check of every partition) for each."""
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._room = waiter
+        handle = loop.call_later(_POLL_MS / 1000, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            handle.cancel()
+            self._room = None
+
     def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[K, V]]]) -> None:
         """Track and queue a fetched batch; pause partitions past their bounds."""
         sched = self._sched
         now = time.monotonic()
-        ordering = self.ordering
+        by_key = self.ordering == "key"
         for tp, records in batch.items():
             po = self._offsets.get(tp)
             if po is None:
                 po = self._offsets[tp] = PartitionOffsets()
-                self._inflight[tp] = 0
             elif records and records[0].offset < po.next_offset:
                 self._rewind(tp, po, records[0].offset)
-            lane: Hashable
-            if ordering == "key":
-                for r in records:
-                    po.add(r.offset, now)
-                    sched.add(tp, sched.lane_of(tp, r.key), r)
-            else:
-                lane = tp if ordering == "partition" else None
-                for r in records:
-                    po.add(r.offset, now)
-                    sched.add(tp, lane, r)
+            po.add_many([r.offset for r in records], now)
+            sched.add_many(tp, records, map(_key_of, records) if by_key else ())
         assigned = self._consumer.assignment()
         sched.partitions = len(assigned)
         paused_now: frozenset[TopicPartition] | None = None
@@ -434,8 +470,7 @@ class ParallelConsumer(Generic[K, V]):
         dropped = sched.drop({tp})
         keep = sorted((r for r in dropped if r.offset < offset), key=lambda r: r.offset)
         po.rewind(offset, {r.offset for r in dropped if r.offset >= offset})
-        for r in keep:
-            sched.add(tp, sched.lane_of(tp, r.key), r)
+        sched.add_many(tp, keep, map(_key_of, keep))
         if tp in self._paused:
             self._maybe_resume()
         log.info("ParallelConsumer: %s moved back to offset %d: taken again from there", tp, offset)
@@ -449,13 +484,13 @@ class ParallelConsumer(Generic[K, V]):
 
     def _maybe_resume(self, taken: TopicPartition | None = None) -> None:
         """Resume the partitions we paused whose queues drained. Queues shrink only as
-        records are taken: ``taken`` (a record of it was just taken, the per-record
-        call) checks that partition alone, unless the total is down to half its bound
-        (then any may resume; the partitions still paused then hold over half their own
-        bound each, so they are few); without it (at each commit, after a rewind),
-        every one."""
+        records are taken, so a worker checks ``taken`` alone (a record of it was just
+        taken and at most half its bound is left), and every one when the total comes
+        down to half its bound (takes lower it one at a time: it passes there; the
+        partitions still paused then hold over half their own bound each, so they are
+        few); without ``taken`` (then, at each commit, after a rewind), every one."""
         sched = self._sched
-        if taken is not None and sched.queued_total > sched.max_queued_total // 2:
+        if taken is not None:
             if taken not in self._paused or not sched.under_limit(taken):
                 return
             ready = [taken]
@@ -488,33 +523,64 @@ class ParallelConsumer(Generic[K, V]):
     # -- workers ------------------------------------------------------------------------
 
     async def _work(self) -> None:
+        # The per-record path: each line here runs for every record (see
+        # benchmarks/parallel_bench.py for its CPU cost), so it is kept flat, calling
+        # the handler itself, with the retries and failure policy out of line.
         task = asyncio.current_task()
         assert task is not None
         sched = self._sched
+        take = sched.take
+        ready = sched.ready
+        refill_below, ready_low = self._refill_below, self._ready_low
+        half_total = sched.max_queued_total // 2
+        half_partition = sched.max_queued_per_partition // 2
+        paused = self._paused
+        offsets = self._offsets
+        running = self._running
+        handler = self._handler
+        assert handler is not None
         loop = asyncio.get_running_loop()
         while not self._closing and self._fatal is None:
-            got = sched.take()
+            got = take()
             if got is None:
                 fut: asyncio.Future[None] = loop.create_future()
                 self._idle.append(fut)
                 await fut
                 continue
             tp, lane, record = got
-            if self._paused:
-                self._maybe_resume(tp)
-            po = self._offsets[tp]
-            self._running[task] = tp
-            self._inflight[tp] += 1
-            running = len(self._running)
-            if running > self.in_flight_max:
-                self.in_flight_max = running
+            room = self._room
+            if room is not None and (sched.queued_total < refill_below or len(ready) <= ready_low):
+                _wake(room)  # (not _full() any more)
+            if paused:
+                if sched.queued_total == half_total:
+                    self._maybe_resume()  # the total just came down to half: any may resume
+                elif sched.left_in_partition <= half_partition and tp in paused:
+                    self._maybe_resume(tp)  # (more left: it may not resume yet)
+            po = offsets[tp]
+            running[task] = tp
+            if len(running) > self.in_flight_max:
+                self.in_flight_max = len(running)
             finished = False
             try:
-                finished = await self._process(task, record)
+                result: object = _NOT_CALLED
+                failure: BaseException | None = None
+                try:
+                    result = handler(record)
+                    await result  # (not awaitable: a TypeError, _retry says so)
+                except BaseException as exc:
+                    failure = exc  # (handled below, outside this except: no chaining)
+                if failure is not None:
+                    finished = await self._retry(task, record, result, failure)
+                    failure = None
+                elif task.cancelling():
+                    # the handler swallowed our cancellation: interrupted, so not done
+                    # (and the worker ends, as the revoke or stop waiting for it expects)
+                    raise asyncio.CancelledError
+                else:
+                    self.processed += 1
+                    finished = True
             finally:
-                del self._running[task]
-                if tp in self._inflight:
-                    self._inflight[tp] -= 1
+                del running[task]
                 if finished:
                     po.finish(record.offset)
                     self._since_commit += 1
@@ -526,51 +592,54 @@ class ParallelConsumer(Generic[K, V]):
                         if not waiter.done():
                             waiter.set_result(None)
 
-    async def _process(self, task: asyncio.Task[None], record: ConsumerRecord[K, V]) -> bool:
-        """Run the handler on ``record`` with retries and the failure policy; True if
-        the record is done (handled, skipped, dead-lettered)."""
+    async def _retry(
+        self,
+        task: asyncio.Task[None],
+        record: ConsumerRecord[K, V],
+        result: object,
+        exc: BaseException,
+    ) -> bool:
+        """The handler raised ``exc`` on ``record`` (``result``: what it returned,
+        ``_NOT_CALLED`` if the call itself raised): retries, then the failure policy;
+        True if the record is done (handled, skipped, dead-lettered)."""
         handler = self._handler
         assert handler is not None
-        attempt = 0
+        attempt = 1
         while True:
+            if result is not _NOT_CALLED and not inspect.isawaitable(result):
+                # a plain function: its body ran, so a retry would run it again
+                self._set_fatal(
+                    KafkaConfigError(
+                        f"ParallelConsumer: the handler must return an awaitable (an "
+                        f"async def function), not {type(result).__name__}: {handler!r}"
+                    )
+                )
+                return False
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                self._set_fatal(exc)  # KeyboardInterrupt, SystemExit...
+                return False
+            if task.cancelling():
+                # we were cancelled (revoke timeout, stop, run() cancelled), also if the
+                # handler turned it into an error of its own: not done, no retry
+                if isinstance(exc, asyncio.CancelledError):
+                    raise exc
+                raise asyncio.CancelledError from exc
+            if attempt > self._retries:
+                return await self._failed(record, exc, attempt)
+            self.retried += 1
+            await asyncio.sleep(backoff_s(attempt, *self._backoff))
             attempt += 1
-            result: object = _NOT_CALLED
+            result = _NOT_CALLED
             try:
                 result = handler(record)
                 await result
-            except BaseException as exc:
-                if result is not _NOT_CALLED and not inspect.isawaitable(result):
-                    # a plain function: its body ran, so a retry would run it again
-                    self._set_fatal(
-                        KafkaConfigError(
-                            f"ParallelConsumer: the handler must return an awaitable (an "
-                            f"async def function), not {type(result).__name__}: "
-                            f"{handler!r}"
-                        )
-                    )
-                    return False
-                if not isinstance(exc, Exception | asyncio.CancelledError):
-                    self._set_fatal(exc)  # KeyboardInterrupt, SystemExit...
-                    return False
-                if task.cancelling():
-                    # we were cancelled (revoke timeout, stop, run() cancelled), also if
-                    # the handler turned it into an error of its own: not done, no retry
-                    if isinstance(exc, asyncio.CancelledError):
-                        raise
-                    raise asyncio.CancelledError from exc
-                error: BaseException = exc
-            else:
-                if task.cancelling():
-                    # the handler swallowed our cancellation: interrupted, so not done
-                    # (and the worker ends, as the revoke or stop waiting for it expects)
-                    raise asyncio.CancelledError
-                self.processed += 1
-                return True
-            if attempt <= self._retries:
-                self.retried += 1
-                await asyncio.sleep(backoff_s(attempt, *self._backoff))
+            except BaseException as again:
+                exc = again
                 continue
-            return await self._failed(record, error, attempt)
+            if task.cancelling():
+                raise asyncio.CancelledError  # (as in _work: interrupted, not done)
+            self.processed += 1
+            return True
 
     async def _failed(
         self, record: ConsumerRecord[K, V], exc: BaseException, attempts: int
@@ -606,6 +675,8 @@ class ParallelConsumer(Generic[K, V]):
     def _set_fatal(self, exc: BaseException) -> None:
         if self._fatal is None:
             self._fatal = exc
+        if self._room is not None:
+            _wake(self._room)
 
     # -- commits and rebalances ----------------------------------------------------------
 
@@ -687,7 +758,6 @@ class ParallelConsumer(Generic[K, V]):
                         self._consumer.seek(tp, safe)
         for tp in tps:
             self._offsets.pop(tp, None)
-            self._inflight.pop(tp, None)
             self._paused.discard(tp)
         self._dispatch()
 
@@ -717,7 +787,8 @@ class ParallelConsumer(Generic[K, V]):
                 safe = po.safe
                 if safe is not None and tp in assigned:
                     consumer.seek(tp, safe)
-            paused, self._paused = self._paused, set()
+            paused = set(self._paused)
+            self._paused.clear()  # (the same set: workers keep it)
             consumer.resume(*(tp for tp in paused if tp in assigned))
 
     # -- metrics -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ until they end too.
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 
 
 class PartitionOffsets:
@@ -41,6 +42,21 @@ class PartitionOffsets:
         self._unfinished.append(offset)
         self._taken_at.append(now)
         self._high = offset + 1
+
+    def add_many(self, offsets: list[int], now: float = 0.0) -> None:
+        """Records of one fetched batch, taken at ``now`` (increasing offsets; the batch
+        is checked at its ends, against what was taken before)."""
+        if not offsets:
+            return
+        first, last = offsets[0], offsets[-1]
+        if first < self._high or last < first + len(offsets) - 1:
+            raise ValueError(
+                f"offsets {first}..{last} ({len(offsets)}) taken after {self._high - 1}: "
+                "offsets must increase"
+            )
+        self._unfinished.extend(offsets)
+        self._taken_at.extend(repeat(now, len(offsets)))
+        self._high = last + 1
 
     def finish(self, offset: int) -> None:
         """The record at ``offset`` is done (handled, skipped or dead-lettered)."""

@@ -198,3 +198,39 @@ async def test_resume_checks_stay_per_record_constant(kafka: Any, topic_name: st
             await pc.stop()
             await task
         assert checks / count < 3, (checks, count)  # 27 before
+
+
+async def test_fetches_take_chunks_not_a_record_per_handler(kafka: Any, topic_name: str) -> None:
+    """With the queues at their bound, each handler that starts frees one slot: the
+    fetch loop waits for room for a chunk instead of fetching a record or two each time
+    (1.7 records a fetch at max_concurrency 1,000 before, each fetch paying the
+    per-batch costs)."""
+    partitions, count = 4, 2_000
+    await fill(kafka, topic_name, partitions, count, 500)
+    sizes: list[int] = []
+    handled = 0
+    async with member(kafka, topic_name, group_id()) as consumer:
+        getmany = consumer.getmany
+
+        async def counting(*tps: TopicPartition, **kwargs: Any) -> Any:
+            got = await getmany(*tps, **kwargs)
+            if got:
+                sizes.append(sum(map(len, got.values())))
+            return got
+
+        consumer.getmany = counting  # type: ignore[method-assign]
+        async with ParallelConsumer(
+            consumer, max_concurrency=100, max_queued_total=400, fetch_max_records=100
+        ) as pc:
+
+            async def handle(record: Record) -> None:
+                nonlocal handled
+                await asyncio.sleep(0.002)
+                handled += 1
+                if handled == count:
+                    await pc.stop()
+
+            await asyncio.wait_for(pc.run(handle), 60)
+        assert sum(await committed(consumer, topic_name, partitions)) == count
+    # chunks of up to 100 (fetch_max_records): well over a handful each on average
+    assert sum(sizes) == count and len(sizes) <= count // 25, (len(sizes), sizes[:40])

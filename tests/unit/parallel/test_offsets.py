@@ -49,18 +49,24 @@ def test_bad_offsets_are_refused() -> None:
     p.finish(3)
     with pytest.raises(ValueError, match="not a record in progress"):
         p.finish(3)
+    with pytest.raises(ValueError, match="must increase"):
+        p.add_many([5, 6])  # 5 taken already
+    with pytest.raises(ValueError, match="must increase"):
+        p.add_many([8, 7, 6])
+    p.add_many([])
+    p.add_many([6, 9])
+    assert p.safe == 6 and p.next_offset == 10
 
 
 def test_oldest_age_follows_the_lowest_unfinished_record() -> None:
     p = PartitionOffsets()
     assert p.oldest_age(10.0) == 0.0
     p.add(0, now=1.0)
-    p.add(1, now=2.0)
-    p.add(2, now=3.0)
+    p.add_many([1, 2], now=2.0)
     p.finish(1)
     assert p.oldest_age(10.0) == 9.0
     p.finish(0)
-    assert p.oldest_age(10.0) == 7.0
+    assert p.oldest_age(10.0) == 8.0
     p.finish(2)
     assert p.oldest_age(10.0) == 0.0
 
@@ -87,9 +93,13 @@ def test_commit_never_passes_an_unfinished_record(gaps: list[int], data: st.Data
     while pending or len(finished) < len(set(taken) - never):
         can_finish = [o for o in taken if o not in finished and o not in never]
         if pending and (not can_finish or data.draw(st.booleans())):
-            o = pending.pop(0)
-            p.add(o)
-            taken.append(o)
+            n = data.draw(st.integers(1, 3))  # a fetched batch (add_many), or one
+            batch, pending = pending[:n], pending[n:]
+            if len(batch) == 1 and data.draw(st.booleans()):
+                p.add(batch[0])
+            else:
+                p.add_many(batch)
+            taken.extend(batch)
         else:
             o = data.draw(st.sampled_from(can_finish))
             p.finish(o)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiokproto.parallel.scheduling import Ordering, Scheduler
+from aiokproto.parallel.scheduling import Lane, Ordering, Scheduler
 from aiokproto.structs import TopicPartition
 
 P0 = TopicPartition("t", 0)
@@ -22,7 +22,7 @@ def sched(ordering: Ordering, per: int = 100, total: int = 1000) -> Scheduler[in
 
 
 def add(s: Scheduler[int], tp: TopicPartition, key: object, offset: int) -> None:
-    s.add(tp, s.lane_of(tp, key), offset)
+    s.add(tp, key, offset)
 
 
 def test_key_ordering_runs_one_record_per_key_at_a_time() -> None:
@@ -60,6 +60,38 @@ def test_unhashable_key_falls_back_to_the_partition_lane() -> None:
     assert s.lane_of(P0, None) == (P0, None)
     with pytest.raises(ValueError, match="ordering must be one of"):
         Scheduler("keys", max_queued_per_partition=1, max_queued_total=1)  # type: ignore[arg-type]
+
+
+def test_unhashable_keys_share_their_partition_lane() -> None:
+    s = sched("key")
+    add(s, P0, {"a": 1}, 0)
+    add(s, P0, [2], 1)
+    add(s, P0, b"k", 2)
+    first, second = s.take(), s.take()
+    assert first is not None and second is not None and s.take() is None
+    assert (first[2], second[2]) == (0, 2)  # [2] waits for {"a": 1}: one lane, P0's
+    assert first[1] is not None and first[1].id == P0
+    s.release(first[1])
+    third = s.take()
+    assert third is not None and third[2] == 1
+
+
+def test_a_running_lane_stays_busy_through_a_drop() -> None:
+    """A rewind drops a partition's queue and adds records again: one of a key whose
+    record is still running must wait for it (per-key order across the rewind)."""
+    s = sched("key")
+    add(s, P0, b"k", 0)
+    add(s, P0, b"k", 1)
+    running = s.take()
+    assert running is not None
+    assert s.drop({P0}) == [1] and s.queued_total == 0
+    add(s, P0, b"k", 1)
+    add(s, P0, b"other", 2)
+    got = s.take()
+    assert got is not None and got[2] == 2 and s.take() is None
+    s.release(running[1])
+    got = s.take()
+    assert got is not None and got[2] == 1
 
 
 @pytest.mark.parametrize("ordering", ["key", "partition", "unordered"])
@@ -137,16 +169,17 @@ def test_random_completions_keep_lane_order(
         tp = tps[p]
         lane = s.lane_of(tp, k)
         lanes[i] = lane
-        s.add(tp, lane, i)
+        s.add(tp, k, i)
         next_offset[p] += 1
-    running: list[tuple[Hashable, int]] = []
+    running: list[tuple[Lane[int] | None, int]] = []
     started: list[int] = []
     while True:
         got = s.take()
         if got is not None:
             _, lane, item = got
             if lane is not None:
-                assert all(lane != other for other, _ in running)
+                assert lane.id == lanes[item]
+                assert all(lane.id != other.id for other, _ in running if other is not None)
             running.append((lane, item))
             started.append(item)
             continue
