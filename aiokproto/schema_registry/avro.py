@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -20,8 +20,14 @@ from fastavro.validation import validate
 
 from aiokproto.schema_registry.client import Schema, SchemaRegistryClient
 from aiokproto.schema_registry.errors import InvalidSchemaError, SchemaMismatchError
-from aiokproto.schema_registry.serde import SubjectIds, frame, unframe
-from aiokproto.serialization import ContextDeserializer, ContextSerializer, SerializationContext
+from aiokproto.schema_registry.serde import SubjectIds, Writer, unframe
+from aiokproto.serialization import (
+    AWAIT,
+    Await,
+    ContextDeserializer,
+    ContextSerializer,
+    SerializationContext,
+)
 
 ToDict = Callable[[Any, SerializationContext], Any]
 FromDict = Callable[[Any, SerializationContext], Any]
@@ -93,31 +99,38 @@ class AvroSerializer(ContextSerializer[Any]):
         conf: Mapping[str, Any] | None = None,
     ) -> None:
         schema = _as_schema(schema_str)
-        self._ids = SubjectIds(schema_registry_client, schema, _record_name(schema), conf)
         self._client = schema_registry_client
+        self._ids = SubjectIds(
+            schema_registry_client, schema, _record_name(schema), conf, self._prepare
+        )
         self._to_dict = to_dict
-        self._parsed: dict[int, Any] = {}  # schema id -> parsed writer schema
+
+    async def _prepare(self, schema: Schema) -> Any:
+        return await _parse(self._client, schema)
+
+    def serialize_now(
+        self, data: Any, ctx: SerializationContext
+    ) -> bytes | Literal[Await.AWAIT] | None:
+        if data is None:
+            return None
+        writer = self._ids.cached(ctx)
+        return AWAIT if writer is None else self._write(writer, data, ctx)
 
     async def serialize(self, data: Any, ctx: SerializationContext) -> bytes | None:
         if data is None:
             return None
-        ids = self._ids
-        subject = ids.strategy(ctx, ids.record_name)
-        entry = ids.ids.get(subject)
-        if entry is None:
-            entry = await ids.fetch(subject)
-        schema_id = entry[0]
-        parsed = self._parsed.get(schema_id)
-        if parsed is None:
-            parsed = self._parsed[schema_id] = await _parse(self._client, entry[1])
+        return self._write(await self._ids.writer(ctx), data, ctx)
+
+    def _write(self, writer: Writer[Any], data: Any, ctx: SerializationContext) -> bytes:
         if self._to_dict is not None:
             data = self._to_dict(data, ctx)
         buf = io.BytesIO()
+        buf.write(writer.header)
         try:
-            fastavro.schemaless_writer(buf, parsed, data)
+            fastavro.schemaless_writer(buf, writer.prepared, data)
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
-            raise _mismatch(data, parsed, subject, exc) from exc
-        return frame(schema_id, buf.getvalue())
+            raise _mismatch(data, writer.prepared, writer.subject, exc) from exc
+        return buf.getvalue()
 
 
 def _mismatch(data: Any, parsed: Any, subject: str, exc: Exception) -> SchemaMismatchError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema  # type: ignore[import-untyped]  # no inline types, no stubs here
 from referencing import Registry, Resource
@@ -23,8 +23,14 @@ from aiokproto.schema_registry.errors import (
     InvalidSchemaError,
     SchemaMismatchError,
 )
-from aiokproto.schema_registry.serde import SubjectIds, frame, unframe
-from aiokproto.serialization import ContextDeserializer, ContextSerializer, SerializationContext
+from aiokproto.schema_registry.serde import SubjectIds, Writer, unframe
+from aiokproto.serialization import (
+    AWAIT,
+    Await,
+    ContextDeserializer,
+    ContextSerializer,
+    SerializationContext,
+)
 
 ToDict = Callable[[Any, SerializationContext], Any]
 FromDict = Callable[[Any, SerializationContext], Any]
@@ -99,31 +105,35 @@ class JSONSerializer(ContextSerializer[Any]):
         schema = _as_schema(schema_str)
         parsed = _loads(schema.schema_str)
         title = parsed.get("title") if isinstance(parsed, dict) else None
-        self._ids = SubjectIds(schema_registry_client, schema, title, conf)
         self._client = schema_registry_client
+        self._ids = SubjectIds(schema_registry_client, schema, title, conf, self._prepare)
         self._to_dict = to_dict
-        self._validators: dict[int, Any] = {}
+
+    async def _prepare(self, schema: Schema) -> Any:
+        return await _validator(self._client, schema)
+
+    def serialize_now(
+        self, data: Any, ctx: SerializationContext
+    ) -> bytes | Literal[Await.AWAIT] | None:
+        if data is None:
+            return None
+        writer = self._ids.cached(ctx)
+        return AWAIT if writer is None else self._write(writer, data, ctx)
 
     async def serialize(self, data: Any, ctx: SerializationContext) -> bytes | None:
         if data is None:
             return None
-        ids = self._ids
-        subject = ids.strategy(ctx, ids.record_name)
-        entry = ids.ids.get(subject)
-        if entry is None:
-            entry = await ids.fetch(subject)
-        schema_id = entry[0]
-        validator = self._validators.get(schema_id)
-        if validator is None:
-            validator = self._validators[schema_id] = await _validator(self._client, entry[1])
+        return self._write(await self._ids.writer(ctx), data, ctx)
+
+    def _write(self, writer: Writer[Any], data: Any, ctx: SerializationContext) -> bytes:
         if self._to_dict is not None:
             data = self._to_dict(data, ctx)
-        _check(validator, data, repr(subject))
+        _check(writer.prepared, data, repr(writer.subject))
         try:
             text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         except (TypeError, ValueError) as exc:
             raise SchemaMismatchError(f"record is not JSON-serializable: {exc}", "$") from exc
-        return frame(schema_id, text.encode("utf-8"))
+        return writer.header + text.encode("utf-8")
 
 
 class JSONDeserializer(ContextDeserializer[Any]):
