@@ -837,7 +837,18 @@ class Producer(StartStop, Generic[SK, SV]):
             return listed
         ctx = SerializationContext(topic, field, headers)
         what = str(field)
-        return [None if v is None else await _serialize_ctx(ser, v, ctx, what) for v in listed]
+        out: list[Any] = []
+        for v in listed:
+            if v is not None:
+                try:
+                    b = ser.serialize_now(v, ctx)  # from the serializer's cache: no coroutine
+                except KafkaError:
+                    raise
+                except Exception as exc:
+                    raise SerializationError(f"the {what}_serializer raised {exc!r}") from exc
+                v = await _serialize_ctx(ser, v, ctx, what) if b is AWAIT else b
+            out.append(v)
+        return out
 
     async def send_and_wait(
         self,

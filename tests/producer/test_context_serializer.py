@@ -133,7 +133,20 @@ async def test_serialize_now_skips_the_await_and_keeps_order(kafka: Any, topic_n
             await p.send(topic_name, "boom-now", key="k")
         with pytest.raises(KafkaConfigError, match="typed now"):
             await p.send(topic_name, "kafka-now", key="k")
+        # send_batch: known values from the cache, a new one awaited, in order
+        awaited = len(vser.awaited)
+        await (await p.send_batch(topic_name, ["a", "batch-new", None], keys=["k", "k", "k"]))
+        assert vser.awaited[awaited:] == ["batch-new"]
+        with pytest.raises(SerializationError, match=r"the value_serializer raised.*boom now"):
+            await p.send_batch(topic_name, ["a", "boom-now"])
         await p.flush()
-    got = await asyncio.to_thread(consume, kafka.bootstrap_servers, topic_name, 8)
-    assert [m.value() for m in got] == [b"value:a"] * 5 + [b"value:new", b"value:a", b"value:newer"]
+    got = await asyncio.to_thread(consume, kafka.bootstrap_servers, topic_name, 11)
+    assert [m.value() for m in got] == [b"value:a"] * 5 + [
+        b"value:new",
+        b"value:a",
+        b"value:newer",
+        b"value:a",
+        b"value:batch-new",
+        None,
+    ]
     assert {m.key() for m in got} == {b"key:k"}

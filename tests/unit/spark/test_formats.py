@@ -244,3 +244,8 @@ def test_typed_batch_matches_the_spark_schema() -> None:
     assert batch.column("key").to_pylist() == [b"k", None]
     assert json.loads(fmt.value.spark_type_json) == json.loads(value.json())  # type: ignore[union-attr]
     assert pa.types.is_struct(value_type)
+    with_headers = formats.to_typed_batch(
+        "t", 0, [r._replace(headers=(("h", b"1"),)) for r in records], True, None, value_type
+    )
+    assert with_headers.schema == to_arrow_schema(formats.typed_schema(True, fmt), timezone="UTC")
+    assert with_headers.column("headers").to_pylist()[0] == [{"key": "h", "value": b"1"}]
