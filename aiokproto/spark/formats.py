@@ -445,15 +445,51 @@ async def decoded(
 
 def arrow_types(formats: Formats) -> tuple[Any, Any]:
     """The Arrow types of the decoded key and value columns (None: binary)."""
-    from pyspark.sql.pandas.types import to_arrow_type
 
     def one(column: Column | ColumnRequest | None) -> Any:
         if column is None:
             return None
         assert isinstance(column, Column)
-        return to_arrow_type(column.spark_type(), timezone="UTC")
+        return arrow_type(column.spark_type())
 
     return one(formats.key), one(formats.value)
+
+
+def arrow_type(dtype: Any) -> Any:
+    """The Arrow type Spark expects for ``dtype`` (the types the converters above make;
+    spelt out: pyspark's own ``to_arrow_type`` changed its signature between 4.0 and
+    4.3). Timestamps in µs UTC, list items named ``element``, as in arrow.py."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    from pyspark.sql import types as t
+
+    if isinstance(dtype, t.StructType):
+        return pa.struct(
+            [pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in dtype.fields]
+        )
+    if isinstance(dtype, t.ArrayType):
+        return pa.list_(pa.field("element", arrow_type(dtype.elementType), dtype.containsNull))
+    if isinstance(dtype, t.MapType):
+        return pa.map_(
+            pa.field("key", arrow_type(dtype.keyType), False),
+            pa.field("value", arrow_type(dtype.valueType), dtype.valueContainsNull),
+        )
+    if isinstance(dtype, t.DecimalType):
+        return pa.decimal128(dtype.precision, dtype.scale)
+    simple = {
+        t.BooleanType: pa.bool_(),
+        t.IntegerType: pa.int32(),
+        t.LongType: pa.int64(),
+        t.FloatType: pa.float32(),
+        t.DoubleType: pa.float64(),
+        t.BinaryType: pa.binary(),
+        t.StringType: pa.string(),
+        t.DateType: pa.date32(),
+        t.TimestampType: pa.timestamp("us", tz="UTC"),
+        t.TimestampNTZType: pa.timestamp("us"),
+    }.get(type(dtype))
+    if simple is None:
+        raise _unsupported(f"the Spark type {dtype.simpleString()}")
+    return simple
 
 
 def typed_schema(include_headers: bool, formats: Formats) -> Any:
@@ -515,7 +551,7 @@ def to_typed_batch(
 ) -> Any:
     """One partition's decoded records as an Arrow batch: the source's columns, the key
     and value as ``key_type`` / ``value_type`` (None: binary)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     from aiokproto.spark import arrow
 

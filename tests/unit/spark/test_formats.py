@@ -236,10 +236,16 @@ def test_typed_batch_matches_the_spark_schema() -> None:
         ConsumerRecord("t", 0, 6, 2000, 0, None, None, ()),
     ]
     batch = formats.to_typed_batch("t", 0, records, False, key_type, value_type)
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from aiokproto.spark import arrow
 
     spark_schema = formats.typed_schema(False, fmt)
-    assert batch.schema == to_arrow_schema(spark_schema, timezone="UTC")
+    assert batch.schema == _spark_arrow_schema(spark_schema)
+    value_arrow = pa.struct(
+        [pa.field("id", pa.int64()), pa.field("at", pa.timestamp("us", tz="UTC"))]
+    )
+    assert batch.schema == pa.schema(
+        [pa.field("value", value_arrow) if f.name == "value" else f for f in arrow.SCHEMA]
+    )
     assert batch.column("value").to_pylist() == [{"id": 1, "at": at}, None]
     assert batch.column("key").to_pylist() == [b"k", None]
     assert json.loads(fmt.value.spark_type_json) == json.loads(value.json())  # type: ignore[union-attr]
@@ -247,5 +253,47 @@ def test_typed_batch_matches_the_spark_schema() -> None:
     with_headers = formats.to_typed_batch(
         "t", 0, [r._replace(headers=(("h", b"1"),)) for r in records], True, None, value_type
     )
-    assert with_headers.schema == to_arrow_schema(formats.typed_schema(True, fmt), timezone="UTC")
+    assert with_headers.schema == _spark_arrow_schema(formats.typed_schema(True, fmt))
     assert with_headers.column("headers").to_pylist()[0] == [{"key": "h", "value": b"1"}]
+
+
+def _spark_arrow_schema(schema: Any) -> Any:
+    """pyspark's own Arrow form of ``schema`` (the signature moved between versions)."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)
+
+
+def test_arrow_types_are_sparks_down_to_nested_nullability() -> None:
+    # Spark compares each batch's schema with its own Arrow form, "not null" included:
+    # a map's values were nullable here while Spark wanted them not (a failed read)
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    line = t.StructType([t.StructField("qty", t.IntegerType(), False)])
+    dtype = t.StructType(
+        [
+            t.StructField("tags", t.MapType(t.StringType(), t.StringType(), False), False),
+            t.StructField("maybe", t.MapType(t.StringType(), t.LongType(), True)),
+            t.StructField("lines", t.ArrayType(line, False), False),
+            t.StructField("day", t.DateType()),
+            t.StructField("at", t.TimestampType()),
+            t.StructField("local", t.TimestampNTZType()),
+            t.StructField("price", t.DecimalType(9, 2)),
+            t.StructField("f", t.FloatType()),
+            t.StructField("ok", t.BooleanType()),
+            t.StructField("raw", t.BinaryType()),
+        ]
+    )
+    import inspect
+
+    tz = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_type).parameters else {}
+
+    def text(arrow: Any) -> str:
+        return str(pa.schema([pa.field("v", arrow)]).to_string())
+
+    assert text(formats.arrow_type(dtype)) == text(to_arrow_type(dtype, **tz))
