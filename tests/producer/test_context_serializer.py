@@ -150,3 +150,29 @@ async def test_serialize_now_skips_the_await_and_keeps_order(kafka: Any, topic_n
         None,
     ]
     assert {m.key() for m in got} == {b"key:k"}
+
+
+async def test_a_record_queued_for_the_lock_is_not_overtaken(kafka: Any, topic_name: str) -> None:
+    # the window: the lock is released with a record still queued for it; a record
+    # sent before that one wakes must not take the cached path past it
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=1)
+    ser = Cached()
+    boot = kafka.bootstrap_servers
+    async with Producer(bootstrap_servers=boot, value_serializer=ser, **FAST) as p:
+        await p.send_and_wait(topic_name, "known")
+        ser.gate.clear()
+
+        async def first_then_more() -> None:
+            await p.send(topic_name, "slow")  # waits in serialize, holding the lock
+            await p.send(topic_name, "known")  # sent as the lock is let go
+
+        a = asyncio.create_task(first_then_more())
+        await asyncio.sleep(0.02)
+        b = asyncio.create_task(p.send(topic_name, "queued"))  # unknown: waits for the lock
+        await asyncio.sleep(0.02)
+        ser.gate.set()
+        await asyncio.gather(a, b)
+        await p.flush()
+    got = await asyncio.to_thread(consume, kafka.bootstrap_servers, topic_name, 4)
+    order = [b"value:known", b"value:slow", b"value:queued", b"value:known"]
+    assert [m.value() for m in got] == order
