@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.4.0 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel bench-schema-registry broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make bench-share - ShareConsumer vs Kafka's Java share consumer, one local broker"
 	@echo "make bench-parallel - ParallelConsumer vs sequential async for (20 ms handler)"
+	@echo "make bench-schema-registry - Avro serdes end to end beside confluent-kafka's"
 	@echo "make broker / broker-stop - keep a local single-node Kafka running (127.0.0.1:9092 if free)"
 	@echo "make docs    - build the documentation site into site/ (mkdocs --strict)"
 	@echo "make dist    - sdist + manylinux wheels for CPython 3.11-3.13 in dist/, twine-checked,"
@@ -376,6 +377,13 @@ bench-share: venv jars
 # e.g. --seconds 2 --records 100000 for a quick look)
 bench-parallel: venv jars
 	$(PY) -m benchmarks.parallel_bench $(BENCH_ARGS)
+
+# Avro (10 fields) serialize+send and receive+deserialize through the schema registry
+# serdes, beside confluent-kafka's AvroSerializer/AvroDeserializer on its Producer and
+# Consumer: one local broker, the tests' Apicurio registry (about 1 minute; BENCH_ARGS
+# e.g. -n 20000 --runs 3). Needs EXTRAS with test,schema-registry (confluent-kafka).
+bench-schema-registry: venv jars
+	$(PY) -m benchmarks.serdes_bench $(BENCH_ARGS)
 
 # A Spark standalone master and two workers (1 core, 1g each) on 127.0.0.1, started
 # from the installed pyspark's bin/spark-class; prints the master URL and runs in the

@@ -5,9 +5,11 @@ calls it as it always has. An object of a ``ContextSerializer`` subclass is call
 ``await s(data, ctx)`` instead, with a ``SerializationContext`` (topic, key or value,
 headers: what a schema registry serializer needs for its subject and may await a
 registry look-up for). The producer tells the two apart once, at construction, so a
-plain callable costs nothing more. ``ContextDeserializer`` is the consuming side: its
-``deserialize(data, ctx)`` is a coroutine the consumers await before handing records
-out, in order.
+plain callable costs nothing more. Once a serializer has what it needs cached, its
+``serialize_now(data, ctx)`` answers without a coroutine (``AWAIT`` until then), and
+the producer takes its compiled path with the bytes. ``ContextDeserializer`` is the
+consuming side: its ``deserialize(data, ctx)`` is a coroutine the consumers await
+before handing records out, in order.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import enum
 import inspect
 from collections.abc import Sequence
 from contextvars import ContextVar
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Final, Generic, Literal, NamedTuple, TypeVar
 
 from aiokproto.error_families import KafkaConfigError
 from aiokproto.records.record import Header
@@ -43,12 +45,33 @@ class SerializationContext(NamedTuple):
     headers: Sequence[Header] | None = None
 
 
+class Await(enum.Enum):
+    """The type of ``AWAIT``."""
+
+    AWAIT = "await"
+
+
+#: what ``ContextSerializer.serialize_now`` answers when it must await (a registry
+#: look-up): the caller awaits ``serialize`` instead
+AWAIT: Final = Await.AWAIT
+
+
 class ContextSerializer(Generic[T]):
     """Base of serializers called ``await s(data, ctx)`` (see the module docstring).
 
     Subclasses implement ``serialize``; ``None`` data never reaches it (a None key or
-    value stays None, as with plain serializers).
+    value stays None, as with plain serializers). They may also implement
+    ``serialize_now``, the same without awaiting, for when nothing needs awaiting.
     """
+
+    def serialize_now(
+        self, data: T, ctx: SerializationContext
+    ) -> bytes | Literal[Await.AWAIT] | None:
+        """``serialize``'s answer if it can be had without awaiting, else ``AWAIT``
+        (the default: every record is awaited). Called first for every record: a
+        registry serializer answers from its cache here, so a record costs no
+        coroutine once its subject's schema id is known."""
+        return AWAIT
 
     async def serialize(self, data: T, ctx: SerializationContext) -> bytes | None:
         raise NotImplementedError

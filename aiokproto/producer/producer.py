@@ -77,7 +77,12 @@ from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
 from aiokproto.reprs import client_repr, connection_fields
-from aiokproto.serialization import ContextSerializer, MessageField, SerializationContext
+from aiokproto.serialization import (
+    AWAIT,
+    ContextSerializer,
+    MessageField,
+    SerializationContext,
+)
 from aiokproto.serialization import in_context as _in_context
 from aiokproto.serialization import serialized as _SERIALIZED
 from aiokproto.structs import (
@@ -324,6 +329,14 @@ class Producer(StartStop, Generic[SK, SV]):
             if self._ctx[1] is not None:
                 self._value_serializer = None
             self._ctx_lock = asyncio.Lock()
+            # sends holding or queued for the lock: while any is, none may take the
+            # cached path (lock.locked() is False between a release and the next
+            # holder waking: a record sent then overtook the queued one)
+            self._ctx_waiting = 0
+            # the contexts of records without headers, per (topic, field): made once
+            self._ctx_of: dict[tuple[str, MessageField], SerializationContext] = {}
+        # no plain serializer beside the context ones: their bytes may take _send_fast
+        self._ctx_only = self._key_serializer is None and self._value_serializer is None
         self._partitioner: PartitionerFn | None = opts.partitioner
         # the largest charge a record may have: its whole batch must fit a request
         self._max_charge = opts.max_record_size - BATCH_HEADER - RECORD_OVERHEAD_BOUND
@@ -619,9 +632,28 @@ class Producer(StartStop, Generic[SK, SV]):
             if not self._accepting:
                 self._check_running()
             if self._ctx is not None and not _SERIALIZED.get():
-                return await self._send_in_context(
-                    topic, value, key, partition, timestamp_ms, headers
-                )
+                now = self._serialize_now(topic, key, value, headers)
+                if now is None:  # a serializer must await (a registry look-up)
+                    return await self._send_in_context(
+                        topic, value, key, partition, timestamp_ms, headers
+                    )
+                key, value = now
+                if (
+                    self._ctx_only
+                    and _send_fast is not None
+                    and partition is None
+                    and headers is None
+                    and self._accepting
+                ):
+                    # _plain says "the record is bytes": true of this one, for this
+                    # call only (nothing is awaited before it is false again)
+                    self._plain = True
+                    try:
+                        handle = _send_fast(self, topic, value, key, timestamp_ms)
+                    finally:
+                        self._plain = False
+                    if handle is not None:
+                        return handle
             if self._key_serializer is not None and key is not None:
                 key = _serialize(self._key_serializer, key, "key")
             if self._value_serializer is not None and value is not None:
@@ -708,18 +740,63 @@ class Producer(StartStop, Generic[SK, SV]):
         awaits the registry keeps the records sent after it behind it (records of one
         partition stay in send order)."""
         kser, vser = self._ctx  # type: ignore[misc]
-        async with self._ctx_lock:
+        self._ctx_waiting += 1
+        try:
+            async with self._ctx_lock:
+                if kser is not None and key is not None:
+                    ctx = SerializationContext(topic, MessageField.KEY, headers)
+                    key = await _serialize_ctx(kser, key, ctx, "key")
+                if vser is not None and value is not None:
+                    ctx = SerializationContext(topic, MessageField.VALUE, headers)
+                    value = await _serialize_ctx(vser, value, ctx, "value")
+                token = _SERIALIZED.set(True)  # this task's inner send() skips this path
+                try:
+                    return await self.send(topic, value, key, partition, timestamp_ms, headers)
+                finally:
+                    _SERIALIZED.reset(token)
+        finally:
+            self._ctx_waiting -= 1
+
+    def _serialize_now(
+        self, topic: str, key: Any, value: Any, headers: Sequence[Header] | None
+    ) -> tuple[Any, Any] | None:
+        """(key, value) through the context serializers' ``serialize_now``, or None if
+        one must await, or an earlier record is still awaiting (it goes first).
+
+        The common case: the serializers answer from their caches, no coroutine is
+        made, and the bytes take the compiled path (benchmarks/serdes_bench.py: 3.4 µs
+        less per Avro record than awaiting each)."""
+        if self._ctx_waiting:
+            return None
+        kser, vser = self._ctx  # type: ignore[misc]
+        what = "key"
+        try:
             if kser is not None and key is not None:
-                ctx = SerializationContext(topic, MessageField.KEY, headers)
-                key = await _serialize_ctx(kser, key, ctx, "key")
+                key = kser.serialize_now(key, self._context(topic, _KEY, headers))
+                if key is AWAIT:
+                    return None
+            what = "value"
             if vser is not None and value is not None:
-                ctx = SerializationContext(topic, MessageField.VALUE, headers)
-                value = await _serialize_ctx(vser, value, ctx, "value")
-            token = _SERIALIZED.set(True)  # this task's inner send() skips this path
-            try:
-                return await self.send(topic, value, key, partition, timestamp_ms, headers)
-            finally:
-                _SERIALIZED.reset(token)
+                value = vser.serialize_now(value, self._context(topic, _VALUE, headers))
+                if value is AWAIT:
+                    return None
+        except KafkaError:
+            raise
+        except Exception as exc:
+            raise SerializationError(f"the {what}_serializer raised {exc!r}") from exc
+        return key, value
+
+    def _context(
+        self, topic: str, field: MessageField, headers: Sequence[Header] | None
+    ) -> SerializationContext:
+        if headers is not None:
+            return SerializationContext(topic, field, headers)
+        ctx = self._ctx_of.get((topic, field))
+        if ctx is None:
+            if len(self._ctx_of) >= 10_000:  # topics come and go: keep it bounded
+                self._ctx_of.clear()
+            ctx = self._ctx_of[(topic, field)] = SerializationContext(topic, field)
+        return ctx
 
     async def _send_batch_in_context(
         self,
@@ -732,23 +809,27 @@ class Producer(StartStop, Generic[SK, SV]):
     ) -> BatchDelivery:
         """send_batch() through the context serializers, in call order (as above)."""
         kser, vser = self._ctx  # type: ignore[misc]
-        async with self._ctx_lock:
-            vals = await self._ctx_list(vser, topic, values, MessageField.VALUE, headers)
-            key_list = None if keys is None else await self._ctx_list(
-                kser, topic, keys, MessageField.KEY, headers
-            )
-            token = _SERIALIZED.set(True)
-            try:
-                return await self.send_batch(
-                    topic,
-                    vals,
-                    keys=key_list,
-                    partition=partition,
-                    timestamp_ms=timestamp_ms,
-                    headers=headers,
+        self._ctx_waiting += 1
+        try:
+            async with self._ctx_lock:
+                vals = await self._ctx_list(vser, topic, values, MessageField.VALUE, headers)
+                key_list = None if keys is None else await self._ctx_list(
+                    kser, topic, keys, MessageField.KEY, headers
                 )
-            finally:
-                _SERIALIZED.reset(token)
+                token = _SERIALIZED.set(True)
+                try:
+                    return await self.send_batch(
+                        topic,
+                        vals,
+                        keys=key_list,
+                        partition=partition,
+                        timestamp_ms=timestamp_ms,
+                        headers=headers,
+                    )
+                finally:
+                    _SERIALIZED.reset(token)
+        finally:
+            self._ctx_waiting -= 1
 
     async def _ctx_list(
         self,
@@ -768,7 +849,18 @@ class Producer(StartStop, Generic[SK, SV]):
             return listed
         ctx = SerializationContext(topic, field, headers)
         what = str(field)
-        return [None if v is None else await _serialize_ctx(ser, v, ctx, what) for v in listed]
+        out: list[Any] = []
+        for v in listed:
+            if v is not None:
+                try:
+                    b = ser.serialize_now(v, ctx)  # from the serializer's cache: no coroutine
+                except KafkaError:
+                    raise
+                except Exception as exc:
+                    raise SerializationError(f"the {what}_serializer raised {exc!r}") from exc
+                v = await _serialize_ctx(ser, v, ctx, what) if b is AWAIT else b
+            out.append(v)
+        return out
 
     async def send_and_wait(
         self,
@@ -1421,6 +1513,7 @@ class _SpaceWait:
 
 # send() as defined here, whatever wraps Producer.send later (the OpenTelemetry
 # instrumentor): its on_delivery path calls this, so a wrapper sees one call
+_KEY, _VALUE = MessageField.KEY, MessageField.VALUE
 _send = Producer.send
 
 # send()'s common case compiled (None in the pure build): the C code reads and writes

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -20,11 +20,20 @@ from fastavro.validation import validate
 
 from aiokproto.schema_registry.client import Schema, SchemaRegistryClient
 from aiokproto.schema_registry.errors import InvalidSchemaError, SchemaMismatchError
-from aiokproto.schema_registry.serde import SubjectIds, frame, unframe
-from aiokproto.serialization import ContextDeserializer, ContextSerializer, SerializationContext
+from aiokproto.schema_registry.serde import SubjectIds, Writer, unframe
+from aiokproto.serialization import (
+    AWAIT,
+    Await,
+    ContextDeserializer,
+    ContextSerializer,
+    SerializationContext,
+)
 
-ToDict = Callable[[Any, SerializationContext], Any]
-FromDict = Callable[[Any, SerializationContext], Any]
+T = TypeVar("T")
+# to_dict(obj, ctx) makes what is written of an object; from_dict(d, ctx) an object of
+# what was read: their types are the serdes' type parameter (Any without them)
+ToDict = Callable[[T, SerializationContext], Any]
+FromDict = Callable[[Any, SerializationContext], T]
 
 
 def _as_schema(schema: str | Schema) -> Schema:
@@ -77,47 +86,71 @@ def _record_name(schema: Schema) -> str | None:
     return None
 
 
-class AvroSerializer(ContextSerializer[Any]):
+class AvroSerializer(ContextSerializer[T], Generic[T]):
     """Writes dicts (or what ``to_dict(obj, ctx)`` makes of objects) as Avro.
 
     ``conf``: ``auto.register.schemas`` (default True), ``use.latest.version``,
     ``normalize.schemas``, ``subject.name.strategy`` (default
     ``topic_subject_name_strategy``: ``<topic>-value`` / ``<topic>-key``).
+    Typed: with ``to_dict`` it is an ``AvroSerializer[Order]`` (the producer's
+    ``send`` takes orders), without an ``AvroSerializer[Any]``.
     """
 
+    @overload
+    def __init__(
+        self: AvroSerializer[Any],
+        schema_registry_client: SchemaRegistryClient,
+        schema_str: str | Schema,
+        to_dict: None = None,
+        conf: Mapping[str, Any] | None = None,
+    ) -> None: ...
+    @overload
     def __init__(
         self,
         schema_registry_client: SchemaRegistryClient,
         schema_str: str | Schema,
-        to_dict: ToDict | None = None,
+        to_dict: ToDict[T],
+        conf: Mapping[str, Any] | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        schema_registry_client: SchemaRegistryClient,
+        schema_str: str | Schema,
+        to_dict: ToDict[T] | None = None,
         conf: Mapping[str, Any] | None = None,
     ) -> None:
         schema = _as_schema(schema_str)
-        self._ids = SubjectIds(schema_registry_client, schema, _record_name(schema), conf)
         self._client = schema_registry_client
+        self._ids = SubjectIds(
+            schema_registry_client, schema, _record_name(schema), conf, self._prepare
+        )
         self._to_dict = to_dict
-        self._parsed: dict[int, Any] = {}  # schema id -> parsed writer schema
 
-    async def serialize(self, data: Any, ctx: SerializationContext) -> bytes | None:
+    async def _prepare(self, schema: Schema) -> Any:
+        return await _parse(self._client, schema)
+
+    def serialize_now(
+        self, data: T, ctx: SerializationContext
+    ) -> bytes | Literal[Await.AWAIT] | None:
         if data is None:
             return None
-        ids = self._ids
-        subject = ids.strategy(ctx, ids.record_name)
-        entry = ids.ids.get(subject)
-        if entry is None:
-            entry = await ids.fetch(subject)
-        schema_id = entry[0]
-        parsed = self._parsed.get(schema_id)
-        if parsed is None:
-            parsed = self._parsed[schema_id] = await _parse(self._client, entry[1])
-        if self._to_dict is not None:
-            data = self._to_dict(data, ctx)
+        writer = self._ids.cached(ctx)
+        return AWAIT if writer is None else self._write(writer, data, ctx)
+
+    async def serialize(self, data: T, ctx: SerializationContext) -> bytes | None:
+        if data is None:
+            return None
+        return self._write(await self._ids.writer(ctx), data, ctx)
+
+    def _write(self, writer: Writer[Any], data: T, ctx: SerializationContext) -> bytes:
+        record: Any = data if self._to_dict is None else self._to_dict(data, ctx)
         buf = io.BytesIO()
+        buf.write(writer.header)
         try:
-            fastavro.schemaless_writer(buf, parsed, data)
+            fastavro.schemaless_writer(buf, writer.prepared, record)
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
-            raise _mismatch(data, parsed, subject, exc) from exc
-        return frame(schema_id, buf.getvalue())
+            raise _mismatch(record, writer.prepared, writer.subject, exc) from exc
+        return buf.getvalue()
 
 
 def _mismatch(data: Any, parsed: Any, subject: str, exc: Exception) -> SchemaMismatchError:
@@ -157,19 +190,43 @@ def _describe(schema: Any) -> str:
     return str(schema)
 
 
-class AvroDeserializer(ContextDeserializer[Any]):
+class AvroDeserializer(ContextDeserializer[T], Generic[T]):
     """Reads wire-format Avro into dicts (or ``from_dict(d, ctx)``).
 
     With ``schema_str`` records are resolved to it (a reader on an older or newer
     schema, as the subject's compatibility rule allows); without, they are read as
-    written.
+    written. Typed: with ``from_dict`` returning ``Order`` it is an
+    ``AvroDeserializer[Order]``, and a consumer given it has ``record.value: Order``;
+    without, ``Any`` (a dict for a record schema, whatever the schema holds otherwise).
     """
 
+    @overload
+    def __init__(
+        self: AvroDeserializer[Any],
+        schema_registry_client: SchemaRegistryClient,
+        schema_str: str | Schema | None = None,
+        from_dict: None = None,
+    ) -> None: ...
+    @overload
     def __init__(
         self,
         schema_registry_client: SchemaRegistryClient,
         schema_str: str | Schema | None = None,
-        from_dict: FromDict | None = None,
+        *,
+        from_dict: FromDict[T],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        schema_registry_client: SchemaRegistryClient,
+        schema_str: str | Schema | None,
+        from_dict: FromDict[T],
+    ) -> None: ...
+    def __init__(
+        self,
+        schema_registry_client: SchemaRegistryClient,
+        schema_str: str | Schema | None = None,
+        from_dict: FromDict[T] | None = None,
     ) -> None:
         self._client = schema_registry_client
         self._reader = None if schema_str is None else _as_schema(schema_str)
@@ -177,9 +234,9 @@ class AvroDeserializer(ContextDeserializer[Any]):
         self._from_dict = from_dict
         self._writers: dict[int, Any] = {}
 
-    async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> Any:
+    async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> T:
         if data is None:
-            return None
+            return None  # type: ignore[return-value]  # a None value stays None
         schema_id, payload = unframe(data)
         writer = self._writers.get(schema_id)
         if writer is None:
@@ -201,4 +258,4 @@ class AvroDeserializer(ContextDeserializer[Any]):
             ) from exc
         if self._from_dict is not None:
             return self._from_dict(record, ctx)
-        return record
+        return record  # type: ignore[return-value]  # T is Any without from_dict

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import jsonschema  # type: ignore[import-untyped]  # no inline types, no stubs here
 from referencing import Registry, Resource
@@ -23,11 +23,19 @@ from aiokproto.schema_registry.errors import (
     InvalidSchemaError,
     SchemaMismatchError,
 )
-from aiokproto.schema_registry.serde import SubjectIds, frame, unframe
-from aiokproto.serialization import ContextDeserializer, ContextSerializer, SerializationContext
+from aiokproto.schema_registry.serde import SubjectIds, Writer, unframe
+from aiokproto.serialization import (
+    AWAIT,
+    Await,
+    ContextDeserializer,
+    ContextSerializer,
+    SerializationContext,
+)
 
-ToDict = Callable[[Any, SerializationContext], Any]
-FromDict = Callable[[Any, SerializationContext], Any]
+T = TypeVar("T")
+# as in avro.py: to_dict / from_dict give the serdes' type parameter (Any without)
+ToDict = Callable[[T, SerializationContext], Any]
+FromDict = Callable[[Any, SerializationContext], T]
 
 
 def _as_schema(schema: str | Schema) -> Schema:
@@ -85,55 +93,97 @@ def _check(validator: Any, data: Any, what: str) -> None:
         )
 
 
-class JSONSerializer(ContextSerializer[Any]):
+class JSONSerializer(ContextSerializer[T], Generic[T]):
     """Writes JSON-able data (or what ``to_dict(obj, ctx)`` makes of objects), checked
-    against the schema. ``conf`` as for ``AvroSerializer``."""
+    against the schema. ``conf`` as for ``AvroSerializer``; typed as it is."""
 
+    @overload
+    def __init__(
+        self: JSONSerializer[Any],
+        schema_str: str | Schema,
+        schema_registry_client: SchemaRegistryClient,
+        to_dict: None = None,
+        conf: Mapping[str, Any] | None = None,
+    ) -> None: ...
+    @overload
     def __init__(
         self,
         schema_str: str | Schema,
         schema_registry_client: SchemaRegistryClient,
-        to_dict: ToDict | None = None,
+        to_dict: ToDict[T],
+        conf: Mapping[str, Any] | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        schema_str: str | Schema,
+        schema_registry_client: SchemaRegistryClient,
+        to_dict: ToDict[T] | None = None,
         conf: Mapping[str, Any] | None = None,
     ) -> None:
         schema = _as_schema(schema_str)
         parsed = _loads(schema.schema_str)
         title = parsed.get("title") if isinstance(parsed, dict) else None
-        self._ids = SubjectIds(schema_registry_client, schema, title, conf)
         self._client = schema_registry_client
+        self._ids = SubjectIds(schema_registry_client, schema, title, conf, self._prepare)
         self._to_dict = to_dict
-        self._validators: dict[int, Any] = {}
 
-    async def serialize(self, data: Any, ctx: SerializationContext) -> bytes | None:
+    async def _prepare(self, schema: Schema) -> Any:
+        return await _validator(self._client, schema)
+
+    def serialize_now(
+        self, data: T, ctx: SerializationContext
+    ) -> bytes | Literal[Await.AWAIT] | None:
         if data is None:
             return None
-        ids = self._ids
-        subject = ids.strategy(ctx, ids.record_name)
-        entry = ids.ids.get(subject)
-        if entry is None:
-            entry = await ids.fetch(subject)
-        schema_id = entry[0]
-        validator = self._validators.get(schema_id)
-        if validator is None:
-            validator = self._validators[schema_id] = await _validator(self._client, entry[1])
-        if self._to_dict is not None:
-            data = self._to_dict(data, ctx)
-        _check(validator, data, repr(subject))
+        writer = self._ids.cached(ctx)
+        return AWAIT if writer is None else self._write(writer, data, ctx)
+
+    async def serialize(self, data: T, ctx: SerializationContext) -> bytes | None:
+        if data is None:
+            return None
+        return self._write(await self._ids.writer(ctx), data, ctx)
+
+    def _write(self, writer: Writer[Any], data: T, ctx: SerializationContext) -> bytes:
+        record: Any = data if self._to_dict is None else self._to_dict(data, ctx)
+        _check(writer.prepared, record, repr(writer.subject))
         try:
-            text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+            text = json.dumps(record, separators=(",", ":"), ensure_ascii=False)
         except (TypeError, ValueError) as exc:
             raise SchemaMismatchError(f"record is not JSON-serializable: {exc}", "$") from exc
-        return frame(schema_id, text.encode("utf-8"))
+        return writer.header + text.encode("utf-8")
 
 
-class JSONDeserializer(ContextDeserializer[Any]):
+class JSONDeserializer(ContextDeserializer[T], Generic[T]):
     """Reads wire-format JSON, checked against the writer's schema (from the payload's
-    id) and, if given, ``schema_str``; ``from_dict(d, ctx)`` makes objects of it."""
+    id) and, if given, ``schema_str``; ``from_dict(d, ctx)`` makes objects of it (and
+    types it: ``JSONDeserializer[Order]``; ``Any`` without)."""
 
+    @overload
+    def __init__(
+        self: JSONDeserializer[Any],
+        schema_str: str | Schema | None = None,
+        from_dict: None = None,
+        schema_registry_client: SchemaRegistryClient | None = None,
+    ) -> None: ...
+    @overload
     def __init__(
         self,
         schema_str: str | Schema | None = None,
-        from_dict: FromDict | None = None,
+        *,
+        from_dict: FromDict[T],
+        schema_registry_client: SchemaRegistryClient | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        schema_str: str | Schema | None,
+        from_dict: FromDict[T],
+        schema_registry_client: SchemaRegistryClient | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        schema_str: str | Schema | None = None,
+        from_dict: FromDict[T] | None = None,
         schema_registry_client: SchemaRegistryClient | None = None,
     ) -> None:
         if schema_str is None and schema_registry_client is None:
@@ -144,9 +194,9 @@ class JSONDeserializer(ContextDeserializer[Any]):
         self._from_dict = from_dict
         self._validators: dict[int, Any] = {}
 
-    async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> Any:
+    async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> T:
         if data is None:
-            return None
+            return None  # type: ignore[return-value]  # a None value stays None
         schema_id, payload = unframe(data)
         try:
             record = json.loads(bytes(payload))
@@ -166,7 +216,7 @@ class JSONDeserializer(ContextDeserializer[Any]):
             _check(self._reader_validator, record, "the reader schema")
         if self._from_dict is not None:
             return self._from_dict(record, ctx)
-        return record
+        return record  # type: ignore[no-any-return]  # T is Any without from_dict
 
 
 async def _reader_validator(client: SchemaRegistryClient | None, schema: Schema) -> Any:

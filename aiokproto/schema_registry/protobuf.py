@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 # no inline types in protobuf and no stubs here
 from google.protobuf.descriptor import (  # type: ignore[import-untyped]
@@ -24,8 +24,14 @@ from google.protobuf.message import DecodeError, Message  # type: ignore[import-
 from aiokproto.error_families import KafkaConfigError
 from aiokproto.schema_registry.client import Schema, SchemaReference, SchemaRegistryClient
 from aiokproto.schema_registry.errors import NotWireFormatError, SchemaMismatchError
-from aiokproto.schema_registry.serde import SubjectIds, frame, unframe
-from aiokproto.serialization import ContextDeserializer, ContextSerializer, SerializationContext
+from aiokproto.schema_registry.serde import SubjectIds, unframe
+from aiokproto.serialization import (
+    AWAIT,
+    Await,
+    ContextDeserializer,
+    ContextSerializer,
+    SerializationContext,
+)
 
 _EXTRA_KEYS = frozenset({"use.deprecated.format", "skip.known.types"})
 
@@ -113,8 +119,13 @@ class ProtobufSerializer(ContextSerializer[Message]):
         desc = msg_type.DESCRIPTOR
         self._msg_type = msg_type
         self._client = schema_registry_client
-        self._ids = SubjectIds(
-            schema_registry_client, _file_schema(desc.file, ()), desc.full_name, conf, _EXTRA_KEYS
+        self._ids: SubjectIds[None] = SubjectIds(
+            schema_registry_client,
+            _file_schema(desc.file, ()),
+            desc.full_name,
+            conf,
+            _nothing_to_prepare,  # the generated class encodes: nothing to parse
+            _EXTRA_KEYS,
         )
         self._indexes = encode_indexes(message_indexes(desc))
         self._refs_ready = not desc.file.dependencies
@@ -139,23 +150,39 @@ class ProtobufSerializer(ContextSerializer[Message]):
             refs.append(SchemaReference(dep.name, dep.name, version))
         return tuple(refs)
 
-    async def serialize(self, data: Message, ctx: SerializationContext) -> bytes | None:
-        if data is None:
-            return None
+    def _check_type(self, data: Message) -> None:
         if not isinstance(data, self._msg_type):
             raise SchemaMismatchError(
                 f"expected a {self._msg_type.DESCRIPTOR.full_name} message, not "
                 f"{type(data).__name__}",
                 "$",
             )
+
+    def serialize_now(
+        self, data: Message, ctx: SerializationContext
+    ) -> bytes | Literal[Await.AWAIT] | None:
+        if data is None:
+            return None
+        writer = self._ids.cached(ctx)
+        if writer is None:
+            return AWAIT
+        self._check_type(data)
+        body: bytes = data.SerializeToString()
+        return writer.header + self._indexes + body
+
+    async def serialize(self, data: Message, ctx: SerializationContext) -> bytes | None:
+        if data is None:
+            return None
+        self._check_type(data)
         if not self._refs_ready:
             await self._resolve_references()
-        ids = self._ids
-        subject = ids.strategy(ctx, ids.record_name)
-        entry = ids.ids.get(subject)
-        if entry is None:
-            entry = await ids.fetch(subject)
-        return frame(entry[0], self._indexes + data.SerializeToString())
+        writer = await self._ids.writer(ctx)
+        body: bytes = data.SerializeToString()
+        return writer.header + self._indexes + body
+
+
+async def _nothing_to_prepare(schema: Schema) -> None:
+    return None
 
 
 def _file_schema(file: FileDescriptor, refs: tuple[SchemaReference, ...]) -> Schema:

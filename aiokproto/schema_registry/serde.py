@@ -3,21 +3,27 @@
 ``auto.register.schemas`` / ``use.latest.version`` / ``normalize.schemas`` choice of
 the schema id to write with.
 
-After the first record of a subject the id comes from the serializer's own dict: the
-registry is asked once per subject (the client's single-flight makes it one request
-for all the tasks that miss at once).
+``SubjectIds`` is the one look-up all three serializers make per record: after the
+first record of a subject, its ``Writer`` (id, wire header, the format's prepared
+schema) comes from a dict, keyed by (topic, field) under the built-in strategies, so
+a hit is one dict look-up and no coroutine (``cached``). The registry is asked once
+per subject (the client's single-flight makes it one request for all the tasks that
+miss at once).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from aiokproto.error_families import KafkaConfigError
 from aiokproto.schema_registry.client import RegisteredSchema, Schema, SchemaRegistryClient
 from aiokproto.schema_registry.errors import NotWireFormatError
-from aiokproto.serialization import SerializationContext
+from aiokproto.serialization import MessageField, SerializationContext
+
+P = TypeVar("P")
 
 MAGIC_BYTE = 0
 _HEADER = struct.Struct(">bI")
@@ -43,6 +49,18 @@ def topic_record_subject_name_strategy(ctx: SerializationContext, record_name: s
     if not record_name:
         raise KafkaConfigError("topic_record_subject_name_strategy needs a named schema (a record)")
     return f"{ctx.topic}-{record_name}"
+
+
+_BUILT_IN: tuple[SubjectNameStrategy, ...] = (
+    topic_subject_name_strategy,
+    record_subject_name_strategy,
+    topic_record_subject_name_strategy,
+)
+
+
+def header(schema_id: int) -> bytes:
+    """What every payload written with ``schema_id`` starts with."""
+    return _HEADER.pack(MAGIC_BYTE, schema_id)
 
 
 def frame(schema_id: int, payload: bytes) -> bytes:
@@ -73,8 +91,21 @@ def _flag(conf: Mapping[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-class SubjectIds:
-    """The schema id a serializer writes with, per subject, fetched once each."""
+@dataclass(frozen=True, slots=True)
+class Writer(Generic[P]):
+    """What a serializer writes one subject's records with."""
+
+    subject: str
+    schema_id: int
+    header: bytes  # the magic byte and the id: every payload starts with it
+    prepared: P  # the format's own form of the schema (parsed, a validator, ...)
+
+
+class SubjectIds(Generic[P]):
+    """The ``Writer`` of each subject a serializer writes to, fetched once each.
+
+    ``prepare(schema)`` makes the format's form of a schema (once per schema id).
+    """
 
     def __init__(
         self,
@@ -82,6 +113,7 @@ class SubjectIds:
         schema: Schema,
         record_name: str | None,
         conf: Mapping[str, Any] | None,
+        prepare: Callable[[Schema], Awaitable[P]],
         extra_keys: frozenset[str] = frozenset(),
     ) -> None:
         conf = dict(conf or {})
@@ -104,23 +136,46 @@ class SubjectIds:
         if not callable(strategy):
             raise KafkaConfigError(f"subject.name.strategy must be callable, not {strategy!r}")
         self.strategy: SubjectNameStrategy = strategy
-        self.ids: dict[str, tuple[int, Schema]] = {}
+        self._prepare = prepare
+        self._prepared: dict[int, P] = {}
+        self._by_subject: dict[str, Writer[P]] = {}
+        # a built-in strategy names the subject from the topic and field alone (the
+        # record name is fixed): a record's writer is then one look-up by those two
+        self._by_field: dict[tuple[str, MessageField], Writer[P]] | None = (
+            {} if strategy in _BUILT_IN else None
+        )
 
-    def subject(self, ctx: SerializationContext) -> str:
-        return self.strategy(ctx, self.record_name)
+    def cached(self, ctx: SerializationContext) -> Writer[P] | None:
+        """The writer for ``ctx``'s record if nothing needs awaiting, else None."""
+        by_field = self._by_field
+        if by_field is not None:
+            return by_field.get((ctx.topic, ctx.field))
+        return self._by_subject.get(self.strategy(ctx, self.record_name))
+
+    async def writer(self, ctx: SerializationContext) -> Writer[P]:
+        """The writer for ``ctx``'s record, from the registry on a miss."""
+        found = self.cached(ctx)
+        if found is not None:
+            return found
+        subject = self.strategy(ctx, self.record_name)
+        schema_id, schema = await self.fetch(subject)
+        prepared = self._prepared.get(schema_id)
+        if prepared is None:
+            prepared = self._prepared[schema_id] = await self._prepare(schema)
+        writer = Writer(subject, schema_id, header(schema_id), prepared)
+        if not self.use_latest:  # a latest version may change: the client's TTL rules
+            self._by_subject[subject] = writer
+            if self._by_field is not None:
+                self._by_field[(ctx.topic, ctx.field)] = writer
+        return writer
 
     async def fetch(self, subject: str) -> tuple[int, Schema]:
         """The id (and the schema it names) to write ``subject``'s records with."""
-        found: RegisteredSchema | None = None
         if self.use_latest:
-            found = await self.client.get_latest_version(subject)
-            entry = (found.schema_id, found.schema)
-        elif self.auto_register:
+            found: RegisteredSchema = await self.client.get_latest_version(subject)
+            return found.schema_id, found.schema
+        if self.auto_register:
             schema_id = await self.client.register_schema(subject, self.schema, self.normalize)
-            entry = (schema_id, self.schema)
-        else:
-            found = await self.client.lookup_schema(subject, self.schema, self.normalize)
-            entry = (found.schema_id, self.schema)
-        if not self.use_latest:
-            self.ids[subject] = entry  # a latest version may change: the client's TTL rules
-        return entry
+            return schema_id, self.schema
+        found = await self.client.lookup_schema(subject, self.schema, self.normalize)
+        return found.schema_id, self.schema

@@ -12,6 +12,7 @@ offsets, never a connection.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -34,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from aiokproto.errors import KafkaConfigError
-from aiokproto.spark import arrow, compat
+from aiokproto.spark import arrow, compat, formats
 from aiokproto.spark.fetch import drive, iter_range
 from aiokproto.spark.lookup import lookup
 from aiokproto.spark.offsets import PartitionOffsets, offsets_from_json, offsets_to_json
@@ -68,6 +69,9 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
     if r is None:  # Spark hands an empty placeholder partition when there is no range
         return
     include = options.include_headers
+    if options.formats is not None:  # keyFormat/valueFormat: decoded, typed columns
+        yield from _read_decoded(options, options.formats, r)
+        return
     yield from drive(
         iter_range(
             options.client,
@@ -77,6 +81,31 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
             poll_timeout_ms=options.poll_timeout_ms,
         )
     )
+
+
+def _read_decoded(options: SourceOptions, fmt: formats.Formats, r: OffsetRange) -> Iterator[Any]:
+    include = options.include_headers
+    key_type, value_type = formats.arrow_types(fmt)
+
+    def read(client: Any) -> Any:
+        return iter_range(
+            client,
+            r,
+            lambda t, p, recs: formats.to_typed_batch(t, p, recs, include, key_type, value_type),
+            fail_on_data_loss=options.fail_on_data_loss,
+            poll_timeout_ms=options.poll_timeout_ms,
+        )
+
+    yield from drive(formats.decoded(fmt, options.client, read))
+
+
+def _source_options(options: Any, schema: StructType) -> SourceOptions:
+    """The parsed options, the format columns' reader schemas fetched (on the driver)
+    and typed as the DataFrame's ``schema`` says."""
+    parsed = parse_source_options(options)
+    if parsed.formats is None:
+        return parsed
+    return replace(parsed, formats=formats.with_types(formats.resolve(parsed.formats), schema))
 
 
 def _partitions(ranges: list[OffsetRange], options: SourceOptions) -> list[InputPartition]:
@@ -301,15 +330,22 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         value = str(self.options.get("includeheaders", "false")).strip().lower()
-        return arrow.DDL_WITH_HEADERS if value == "true" else arrow.DDL
+        ddl = arrow.DDL_WITH_HEADERS if value == "true" else arrow.DDL
+        if not any(k.lower() in ("keyformat", "valueformat") for k in self.options):
+            return ddl  # (a writer's options are never parsed as a source's)
+        parsed = parse_source_options(self.options)
+        if parsed.formats is None:
+            return ddl
+        typed: StructType = formats.typed_schema(value == "true", formats.resolve(parsed.formats))
+        return typed
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaBatchReader(parse_source_options(self.options))
+        return KafkaBatchReader(_source_options(self.options, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return stream_reader(parse_source_options(self.options))
+        return stream_reader(_source_options(self.options, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(self.options)

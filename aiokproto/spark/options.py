@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokproto.errors import KafkaConfigError
+from aiokproto.spark.formats import FORMAT_OPTIONS, REGISTRY_PREFIX, Formats, parse_formats
 from aiokproto.spark.kafka_options import client_options
 from aiokproto.spark.offsets import (
     EARLIEST,
@@ -51,6 +52,7 @@ SOURCE_OPTIONS = (
     "failOnDataLoss",
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
+    *FORMAT_OPTIONS,
 )
 SINK_OPTIONS = ("topic", "transactional.id.prefix")
 
@@ -77,15 +79,17 @@ class Assign:
 Subscription = Subscribe | SubscribePattern | Assign
 
 
-def _check_keys(options: Mapping[str, str], allowed: tuple[str, ...], what: str) -> None:
+def _check_keys(
+    options: Mapping[str, str], allowed: tuple[str, ...], what: str, prefixes: tuple[str, ...]
+) -> None:
     known = {name.lower() for name in allowed}
     unknown = sorted(
-        k for k in options if not k.startswith("kafka.") and k not in known and k not in _SPARK_KEYS
+        k for k in options if not k.startswith(prefixes) and k not in known and k not in _SPARK_KEYS
     )
     if unknown:
         raise KafkaConfigError(
             f"unknown option(s) for the aiokproto {what}: {', '.join(unknown)} "
-            f"(known: {', '.join(allowed)} and kafka.*)"
+            f"(known: {', '.join(allowed)} and {' and '.join(p + '*' for p in prefixes)})"
         )
 
 
@@ -157,6 +161,8 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
+    # keyFormat/valueFormat avro or json (resolved on the driver: see formats.resolve)
+    formats: Formats | None = None
 
     @property
     def batch_starting(self) -> Bound:
@@ -192,7 +198,7 @@ class SourceOptions:
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     """Parse and check the reader's options; raises ``KafkaConfigError`` on the first problem."""
     options = {k.lower(): v for k, v in options.items()}
-    _check_keys(options, SOURCE_OPTIONS, "source")
+    _check_keys(options, SOURCE_OPTIONS, "source", ("kafka.", REGISTRY_PREFIX))
     client = client_options(options, "consumer")
     subscription = _subscription(options)
     starting = parse_bound(
@@ -249,7 +255,17 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=_flag(options, "failOnDataLoss", True),
         include_headers=_flag(options, "includeHeaders", False),
         poll_timeout_ms=_positive(options, "kafkaConsumer.pollTimeoutMs") or 120_000,
+        formats=parse_formats(options, _topics(subscription)),
     )
+
+
+def _topics(subscription: Subscription) -> tuple[str, ...] | None:
+    """The topics read (None: a pattern, not known on the driver ahead of time)."""
+    if isinstance(subscription, Subscribe):
+        return subscription.topics
+    if isinstance(subscription, Assign):
+        return tuple(tp.topic for tp in subscription.partitions)
+    return None
 
 
 # The sink's producer batches up to this many bytes per partition unless
@@ -271,7 +287,7 @@ class SinkOptions:
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     options = {k.lower(): v for k, v in options.items()}
-    _check_keys(options, SINK_OPTIONS, "sink")
+    _check_keys(options, SINK_OPTIONS, "sink", ("kafka.",))
     client = client_options(options, "producer")
     client.setdefault(
         "batch_size", min(SINK_BATCH_SIZE, client.get("max_request_size", SINK_BATCH_SIZE))
