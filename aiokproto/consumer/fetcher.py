@@ -17,7 +17,9 @@ fetch asks for at most what is free of it (a fair share of it per broker), reser
 while in flight, and none is sent while nothing is free; handing data out or dropping
 it (seek, revocation, unassignment) frees its bytes and wakes the loops. Paused
 partitions' data is dropped when the budget is full and other partitions wait to be
-fetched (refetched on resume), so pausing never starves the rest. Buffered data are
+fetched (refetched on resume), and so is the data of partitions a reader of some
+partitions only did not ask for when it got nothing: neither pausing nor
+``getmany(*partitions)`` can starve the rest. Buffered data are
 zero-copy slices of their response, which they keep alive; once what is still
 buffered from a response is under a quarter of it, that rest is copied out
 (``SharedFrame``), so buffered data never pins more than four times its own size; the
@@ -297,6 +299,13 @@ class Fetcher:
                     self._record_handed(tp, state, got)
             if error is not None or remaining <= 0:
                 break
+        if not out and partitions is not None and self.budget.free <= 0:
+            # a reader of some partitions only (getmany(*partitions)) gets nothing while
+            # the others' data fills the bound: let theirs go (refetched when read), or
+            # its partitions would never be fetched again
+            for tp in [tp for tp in buffer if tp not in partitions]:
+                self._drop(tp)
+                freed = True
         if freed:
             self.wake()
         if self.metrics is not None and out:

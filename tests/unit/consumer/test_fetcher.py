@@ -572,3 +572,21 @@ async def test_evicting_paused_data_drops_only_paused_partitions() -> None:
     subs.pause(TP)
     assert fetcher._evict_paused() is True
     assert list(fetcher._buffer) == [TP1] and fetcher.budget.buffered == len(data)
+
+
+async def test_a_reader_of_one_partition_is_not_starved_by_the_others_at_the_bound() -> None:
+    fetcher, subs = make_two()
+    data = batch(0, [b"a" * 300])
+    fetcher.budget.limit = len(data) + 1
+    respond_two(
+        fetcher,
+        subs,
+        [FetchResponsePartitionData(partition_index=1, high_watermark=9, records=data)],
+    )
+    assert fetcher.drain(10, [TP]) == {}  # room left: TP1's data stays
+    assert list(fetcher._buffer) == [TP1]
+    fetcher.budget.limit = len(data)  # now at the bound: TP can never be fetched...
+    assert fetcher.drain(10, [TP]) == {}
+    assert fetcher._buffer == {} and fetcher.budget.free > 0  # ...so TP1's data goes
+    assert set(fetcher._routes()[0][1]) == {TP, TP1}
+    assert subs.position(TP1) == 0  # fetched again from where it was
