@@ -110,7 +110,8 @@ class SharedFrame:
     let go: buffered data never pins more than four times its own size. Constant
     time per member leaving (a running total of unread bytes), one pass to let go.
     With a ``budget``, the whole response is charged to it while it is kept alive
-    (that is the memory held), and each member's copy once copied out.
+    (that is the memory held), and each member's copy once copied out; copying out
+    waits while the copies would not fit beside the response.
     """
 
     __slots__ = ("budget", "charged", "members", "size", "unread")
@@ -143,8 +144,12 @@ class SharedFrame:
             self._let_go()
 
     def settle(self) -> None:
-        """Copy the remaining members out if they are a small part of the response."""
+        """Copy the remaining members out if they are a small part of the response,
+        unless the copies would not fit in the budget beside it (the response is charged
+        whole meanwhile, so the bound holds, and both would be held for an instant)."""
         if self.members and 4 * self.unread < self.size:
+            if self.budget is not None and self.budget.free < self.unread:
+                return  # tried again as the next member leaves
             for member in self.members:
                 member.frame = None
                 member.compact()

@@ -23,7 +23,8 @@ partitions only did not ask for when it got nothing: neither pausing nor
 zero-copy slices of their response, which they keep alive; once what is still
 buffered from a response is under a quarter of it, that rest is copied out
 (``SharedFrame``), so buffered data never pins more than four times its own size; the
-budget counts the whole response while it is kept alive (the memory really held).
+budget counts the whole response while it is kept alive (the memory really held), and
+the rest is copied out only when the copies fit in it beside the response.
 
 Every task belongs to the fetcher (the broker loops to its ``BrokerTasks``,
 ``cluster/broker_tasks.py``, the per-broker supervisor the share consumer uses too); an
