@@ -130,6 +130,8 @@ class Fetcher:
         # served longest ago first, so a byte limit (the budget's) starves none
         self._served: dict[TopicPartition, int] = {}
         self._serial = 0
+        #: broker loops waiting for room in the budget
+        self._starved: set[int] = set()
         self._tracked: frozenset[str] = frozenset()
         self._closed = False
         #: how many times the manager task planned (a test sees it idle, not spinning)
@@ -300,7 +302,7 @@ class Fetcher:
                     self._record_handed(tp, state, got)
             if error is not None or remaining <= 0:
                 break
-        if not out and partitions is not None and self.budget.free <= 0:
+        if not out and partitions is not None and self._starved:
             # a reader of some partitions only (getmany(*partitions)) gets nothing while
             # the others' data fills the bound: let theirs go (refetched when read), or
             # its partitions would never be fetched again
@@ -545,12 +547,18 @@ class Fetcher:
                 # (drain wakes the loops), unless paused partitions' data can go
                 if self._evict_paused():
                     continue
-                await waiter.wait()
+                self._starved.add(node)
+                try:
+                    await waiter.wait()
+                finally:
+                    self._starved.discard(node)
                 continue
             try:
                 hand_first = await self._fetch_once(node, session, wanted, max_bytes)
             finally:
                 budget.settle(node)
+                if self._starved:
+                    self.wake()  # its reservation is free for the loops waiting for room
             if hand_first:
                 # A reader was starved and the broker has nothing more: let it have
                 # the records before this loop spends its turn on the next fetch

@@ -411,7 +411,8 @@ class KafkaLikeConnection:
     def __init__(self, value_size: int = 300) -> None:
         self.requests: list[Any] = []
         self.value = b"v" * value_size
-        self.answered = asyncio.Event()
+        #: the partitions that have records at the "broker" (None: all)
+        self.only: set[int] | None = None
 
     def version_for(self, _api: Any, _low: int) -> int:
         return 16
@@ -423,7 +424,9 @@ class KafkaLikeConnection:
         for topic in request.topics:
             for p in topic.partitions:
                 data = batch(p.fetch_offset, [self.value])
-                if parts and len(data) > left:
+                if (parts and len(data) > left) or (
+                    self.only is not None and p.partition not in self.only
+                ):
                     continue
                 left -= len(data)
                 parts.append(
@@ -431,17 +434,17 @@ class KafkaLikeConnection:
                         partition_index=p.partition, high_watermark=10**6, records=data
                     )
                 )
-        self.answered.set()
         return FetchResponse(
             responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=parts)]
         )
 
 
 async def run_loop(
-    limit_batches: float,
+    limit_batches: float, only: set[int] | None = None
 ) -> tuple[Fetcher, SubscriptionState, KafkaLikeConnection, int]:
     fetcher, subs = make_two()
     conn = KafkaLikeConnection()
+    conn.only = only
     size = len(batch(0, [conn.value]))
     fetcher.budget.limit = int(size * limit_batches)
 
@@ -575,18 +578,16 @@ async def test_evicting_paused_data_drops_only_paused_partitions() -> None:
 
 
 async def test_a_reader_of_one_partition_is_not_starved_by_the_others_at_the_bound() -> None:
-    fetcher, subs = make_two()
-    data = batch(0, [b"a" * 300])
-    fetcher.budget.limit = len(data) + 1
-    respond_two(
-        fetcher,
-        subs,
-        [FetchResponsePartitionData(partition_index=1, high_watermark=9, records=data)],
-    )
-    assert fetcher.drain(10, [TP]) == {}  # room left: TP1's data stays
-    assert list(fetcher._buffer) == [TP1]
-    fetcher.budget.limit = len(data)  # now at the bound: TP can never be fetched...
-    assert fetcher.drain(10, [TP]) == {}
-    assert fetcher._buffer == {} and fetcher.budget.free > 0  # ...so TP1's data goes
-    assert set(fetcher._routes()[0][1]) == {TP, TP1}
-    assert subs.position(TP1) == 0  # fetched again from where it was
+    fetcher, subs, conn, _ = await run_loop(2, only={1})  # TP has no records yet
+    try:
+        assert await settled(conn) == 2  # TP1's two answers fill the bound
+        assert list(fetcher._buffer) == [TP1] and fetcher._starved == {1}
+        conn.only = None  # TP has records now, but no fetch may be sent for them
+        assert await settled(conn) == 2
+        assert fetcher.drain(10, [TP]) == {}  # a reader of TP gets nothing...
+        assert fetcher._buffer == {}  # ...so TP1's data makes room (fetched again later)
+        await settled(conn)
+        assert [r.offset for r in fetcher.drain(10, [TP])[TP]] == [0]
+        assert subs.position(TP1) == 0
+    finally:
+        await fetcher.close()
