@@ -13,7 +13,7 @@ Memory: at most PREFETCH_DEPTH responses' worth of data per partition is buffere
 (each bounded by ``max_partition_fetch_bytes``, except a single batch larger than
 that), plus one response in flight per broker (bounded by ``fetch_max_bytes``), and
 all of it together by ``fetch_buffer_max_bytes`` (``FetchBudget``, ``budget.py``): a
-fetch asks for at most what is free of it (a fair share of it per broker), reserved
+fetch asks for at most what is free of it (and a quarter of it), reserved
 while in flight, and none is sent while nothing is free; handing data out or dropping
 it (seek, revocation, unassignment) frees its bytes and wakes the loops. Paused
 partitions' data is dropped when the budget is full and other partitions wait to be
@@ -566,9 +566,11 @@ class Fetcher:
                 await asyncio.sleep(0)
 
     def _fair_share(self) -> int:
-        """The most one broker's fetch may ask for: an equal part of the bound per
-        broker loop, so one lagging broker cannot hold all of it in flight."""
-        return max(1, self.budget.limit // max(1, len(self._node_tasks)))
+        """The most one broker's fetch may ask for: a quarter of the bound, or an equal
+        part per broker loop beyond four, so one lagging broker cannot hold all of it in
+        flight, and an answer (kept whole until read, see SharedFrame) frees its room in
+        steps small enough for the next fetch to go out while the rest is read."""
+        return max(1, self.budget.limit // max(4, len(self._node_tasks)))
 
     def _node_has_partitions(self, node: int) -> bool:
         snap = self.client.metadata.snapshot

@@ -469,13 +469,15 @@ async def settled(conn: KafkaLikeConnection) -> int:
 async def test_no_fetch_is_sent_at_the_bound_and_draining_resumes_fetching() -> None:
     fetcher, _subs, conn, size = await run_loop(2)
     try:
-        assert await settled(conn) == 1  # two batches: the bound is reached
-        assert conn.requests[0].max_bytes == 2 * size
+        # each fetch asks for a quarter of the bound (half a batch): one batch comes,
+        # the partition not served yet first; two batches reach the bound
+        assert await settled(conn) == 2
+        assert [r.max_bytes for r in conn.requests] == [2 * size // 4] * 2
         assert fetcher.budget.buffered == 2 * size and fetcher.budget.reserved == 0
+        assert set(fetcher._buffer) == {TP, TP1}
         got = fetcher.drain(1)  # one partition's batch handed out: its bytes are free
         assert sum(len(v) for v in got.values()) == 1
-        assert await settled(conn) == 2
-        assert conn.requests[1].max_bytes == size  # asks only for what is free
+        assert await settled(conn) == 3
         assert fetcher.budget.buffered <= 2 * size
         seen: dict[int, list[int]] = {0: [], 1: []}
         for _ in range(20):  # both partitions keep flowing, in order, at the bound
@@ -498,7 +500,7 @@ async def test_a_bound_smaller_than_one_batch_still_delivers_every_batch() -> No
             assert fetcher.budget.buffered == size  # one batch at a time, over the bound
             got = fetcher.drain(10)
             assert [r.offset for recs in got.values() for r in recs] == [expected // 2]
-        assert all(r.max_bytes == fetcher.budget.limit for r in conn.requests)
+        assert all(r.max_bytes == 1 for r in conn.requests)  # a quarter of 3 bytes, or 1
     finally:
         await fetcher.close()
 
@@ -508,7 +510,7 @@ async def test_pausing_every_partition_at_the_bound_keeps_their_data() -> None:
     try:
         await settled(conn)
         subs.pause(TP, TP1)
-        assert fetcher.drain(10) == {} and await settled(conn) == 1
+        assert fetcher.drain(10) == {} and await settled(conn) == 2
         assert fetcher.budget.buffered == 2 * size  # nothing else wants the room
         subs.resume(TP, TP1)
         got = fetcher.drain(10)
