@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.4.0 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel bench-schema-registry broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel bench-schema-registry bench-consumer-memory broker broker-stop broker-status dist dist-check clean
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -29,6 +29,7 @@ help:
 	@echo "make test-spark-big BIG_ROWS=N - N records streamed through the cluster in bounded triggers"
 	@echo "make bench-spark-cluster ROWS=N - Spark source/sink vs Spark's Kafka connector, standalone cluster"
 	@echo "make bench-many-topics - first send to each of 500 topics, beside librdkafka and aiokafka"
+	@echo "make bench-consumer-memory - peak RSS of a consumer behind on 1,000 partitions, beside librdkafka and aiokafka"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make bench-share - ShareConsumer vs Kafka's Java share consumer, one local broker"
 	@echo "make bench-parallel - ParallelConsumer vs sequential async for (20 ms handler)"
@@ -347,6 +348,13 @@ bench: venv jars
 bench-many-topics: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks.many_topics $(BENCH_ARGS)
+
+# Peak RSS of a slow consumer behind on 1,000 partitions x 256 KB (fetch_buffer_max_bytes
+# at its default, at 8 MiB and unbounded), beside confluent-kafka and aiokafka, each in
+# a fresh process with its defaults (about 3 minutes, one of them writing the topic)
+bench-consumer-memory: venv jars
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.consumer_memory $(BENCH_ARGS)
 
 # Two builds side by side in one run: this checkout ("aiokproto") and BASE (a git rev,
 # extracted to BENCH_BASE_DIR with its codec built in place: "aiokproto-base").

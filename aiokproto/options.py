@@ -372,6 +372,14 @@ class ConsumerOptions(ClientOptions, GroupOptions, total=False):
     """The most data one fetch answer carries per partition.
     Default: ``1048576`` bytes."""
 
+    fetch_buffer_max_bytes: int
+    """The most fetched data the consumer holds, across all brokers and partitions:
+    buffered and not yet handed out, plus what the fetches in flight asked for. At
+    the bound no fetch is sent until ``getmany()`` hands some out (a single batch
+    larger than it still comes); paused partitions' data is then dropped, to be
+    fetched again on ``resume()``. librdkafka's ``queued.max.messages.kbytes`` (in
+    bytes here); Java bounds each answer only. Default: ``67108864`` bytes."""
+
     max_poll_records: int
     """The most records one ``getmany()`` returns. Default: ``500``."""
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from aiokproto.consumer.budget import DEFAULT_FETCH_BUFFER_MAX_BYTES
 from aiokproto.errors import KafkaConfigError
 from aiokproto.serialization import refuse_async_plain
 
@@ -54,6 +55,9 @@ class ConsumerConfig:
     fetch_max_wait_ms: int = 500
     fetch_max_bytes: int = 52_428_800
     max_partition_fetch_bytes: int = 1_048_576
+    #: all fetched data not yet handed out, across brokers and partitions, plus the
+    #: fetches in flight (librdkafka's queued.max.messages.kbytes; Java has none)
+    fetch_buffer_max_bytes: int = DEFAULT_FETCH_BUFFER_MAX_BYTES
     max_poll_records: int = 500
     isolation_level: str = "read_uncommitted"
     check_crcs: bool = True
@@ -85,6 +89,7 @@ class ConsumerConfig:
             ("fetch_max_wait_ms", 0),
             ("fetch_max_bytes", 1),
             ("max_partition_fetch_bytes", 1),
+            ("fetch_buffer_max_bytes", 1),
             ("max_poll_records", 1),
         ):
             value = getattr(self, name)

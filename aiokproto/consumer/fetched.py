@@ -10,6 +10,7 @@ aborted transactions and offsets compacted away at the end of a batch.
 
 from __future__ import annotations
 
+from aiokproto.consumer.budget import FetchBudget
 from aiokproto.consumer.consumer_config import Deserializer
 from aiokproto.consumer.decode import decode_legacy, decode_v2
 from aiokproto.consumer.errors import RecordDeserializationError, UndecodableBatchError
@@ -108,14 +109,22 @@ class SharedFrame:
     falls below a quarter of its size, the rest is copied out and the response is
     let go: buffered data never pins more than four times its own size. Constant
     time per member leaving (a running total of unread bytes), one pass to let go.
+    With a ``budget``, the whole response is charged to it while it is kept alive
+    (that is the memory held), and each member's copy once copied out; copying out
+    waits while the copies would not fit beside the response.
     """
 
-    __slots__ = ("members", "size", "unread")
+    __slots__ = ("budget", "charged", "members", "size", "unread")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, budget: FetchBudget | None = None) -> None:
         self.size = size
         self.members: dict[FetchedData, None] = {}
         self.unread = 0  # undecoded bytes of the members, kept up to date by them
+        self.budget = budget
+        self.charged = 0
+        if budget is not None:
+            budget.charge(size)
+            self.charged = size
 
     def join(self, fd: FetchedData) -> None:
         fd.frame = self
@@ -129,16 +138,31 @@ class SharedFrame:
         fd.frame = None
         del self.members[fd]
         self.unread -= fd.unread_bytes
-        self.settle()
+        if self.members:
+            self.settle()
+        else:
+            self._let_go()
 
     def settle(self) -> None:
-        """Copy the remaining members out if they are a small part of the response."""
+        """Copy the remaining members out if they are a small part of the response,
+        unless the copies would not fit in the budget beside it (the response is charged
+        whole meanwhile, so the bound holds, and both would be held for an instant)."""
         if self.members and 4 * self.unread < self.size:
+            if self.budget is not None and self.budget.free < self.unread:
+                return  # tried again as the next member leaves
             for member in self.members:
                 member.frame = None
                 member.compact()
+                member.charge(self.budget)
             self.members.clear()
             self.unread = 0
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """No member holds the response any more: its bytes leave the budget."""
+        if self.budget is not None and self.charged:
+            self.budget.release(self.charged)
+        self.charged = 0
 
 
 class FetchedData:
@@ -157,6 +181,8 @@ class FetchedData:
         "_records",
         "_value_deserializer",
         "_view",
+        "budget",
+        "charged",
         "end_epoch",
         "end_offset",
         "epoch",
@@ -205,6 +231,31 @@ class FetchedData:
         self._check_crc = check_crc
         #: the response this is a slice of, while that is shared with other partitions
         self.frame: SharedFrame | None = None
+        #: bytes of its own charged to ``budget`` (0 while a frame's: the frame is)
+        self.budget: FetchBudget | None = None
+        self.charged = 0
+
+    def charge(self, budget: FetchBudget | None) -> None:
+        """Count the buffer this holds on its own (not a shared frame's) in ``budget``."""
+        if budget is None:
+            return
+        self.release()
+        self.budget = budget
+        self.charged = len(self._view)
+        budget.charge(self.charged)
+
+    def release(self) -> None:
+        """Take this out of its budget (handed out or dropped)."""
+        if self.budget is not None and self.charged:
+            self.budget.release(self.charged)
+        self.charged = 0
+
+    def discard(self) -> None:
+        """No longer buffered (consumed or dropped): let go of its share of the
+        response or its own buffer, and of the bytes charged for them."""
+        if self.frame is not None:
+            self.frame.leave(self)
+        self.release()
 
     @property
     def unread_bytes(self) -> int:

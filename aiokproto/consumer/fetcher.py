@@ -11,10 +11,20 @@ partition is fetched again as soon as its buffered data has been handed out.
 
 Memory: at most PREFETCH_DEPTH responses' worth of data per partition is buffered
 (each bounded by ``max_partition_fetch_bytes``, except a single batch larger than
-that), plus one response in flight per broker (bounded by ``fetch_max_bytes``).
-Buffered data are zero-copy slices of their response, which they keep alive; once what
-is still buffered from a response is under a quarter of it, that rest is copied out
-(``SharedFrame``), so buffered data never pins more than four times its own size.
+that), plus one response in flight per broker (bounded by ``fetch_max_bytes``), and
+all of it together by ``fetch_buffer_max_bytes`` (``FetchBudget``, ``budget.py``): a
+fetch asks for at most what is free of it (and a quarter of it), reserved
+while in flight, and none is sent while nothing is free; handing data out or dropping
+it (seek, revocation, unassignment) frees its bytes and wakes the loops. Paused
+partitions' data is dropped when the budget is full and other partitions wait to be
+fetched (refetched on resume), and so is the data of partitions a reader of some
+partitions only did not ask for when it got nothing: neither pausing nor
+``getmany(*partitions)`` can starve the rest. Buffered data are
+zero-copy slices of their response, which they keep alive; once what is still
+buffered from a response is under a quarter of it, that rest is copied out
+(``SharedFrame``), so buffered data never pins more than four times its own size; the
+budget counts the whole response while it is kept alive (the memory really held), and
+the rest is copied out only when the copies fit in it beside the response.
 
 Every task belongs to the fetcher (the broker loops to its ``BrokerTasks``,
 ``cluster/broker_tasks.py``, the per-broker supervisor the share consumer uses too); an
@@ -36,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from aiokproto.cluster.broker_tasks import BrokerTasks, Wakeup, wait_event
 from aiokproto.cluster.client import ClusterClient
 from aiokproto.cluster.snapshot import BrokerInfo
+from aiokproto.consumer.budget import FetchBudget
 from aiokproto.consumer.consumer_config import READ_COMMITTED, ConsumerConfig
 from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError, UndecodableBatchError
 from aiokproto.consumer.fetched import FetchedData, SharedFrame, first_batch_size
@@ -96,6 +107,10 @@ class Fetcher:
         # per partition, fetched data in offset order (at most PREFETCH_DEPTH responses)
         self._buffer: dict[TopicPartition, list[FetchedData]] = {}
         self._in_flight: dict[TopicPartition, PartitionState] = {}
+        #: every buffered byte and every fetch in flight, against fetch_buffer_max_bytes
+        self.budget = FetchBudget(config.fetch_buffer_max_bytes)
+        if metrics is not None:
+            metrics.buffer_gauges(lambda: self.budget.buffered, config.fetch_buffer_max_bytes)
         self._sessions: dict[int, FetchSession] = {}
         self._task: asyncio.Task[None] | None = None
         self._wake = Wakeup()
@@ -111,6 +126,12 @@ class Fetcher:
         ] = {}
         self._backoff_until: dict[TopicPartition, float] = {}
         self._oversized: dict[TopicPartition, int] = {}
+        # when each partition last got data (a counter): requests name the partitions
+        # served longest ago first, so a byte limit (the budget's) starves none
+        self._served: dict[TopicPartition, int] = {}
+        self._serial = 0
+        #: broker loops waiting for room in the budget
+        self._starved: set[int] = set()
         self._tracked: frozenset[str] = frozenset()
         self._closed = False
         #: how many times the manager task planned (a test sees it idle, not spinning)
@@ -133,6 +154,9 @@ class Fetcher:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         await self._node_tasks.close()
+        for queue in self._buffer.values():
+            for fd in queue:
+                fd.discard()
         self._buffer.clear()
         if self._tracked:
             self.client.metadata.untrack(self._tracked)
@@ -241,8 +265,7 @@ class Fetcher:
                 state.position = fd.next_offset
                 if fd.exhausted:
                     del queue[0]
-                    if fd.frame is not None:
-                        fd.frame.leave(fd)
+                    fd.discard()
                     freed = True
                     if fd.error is not None:
                         error = fd.error
@@ -279,6 +302,13 @@ class Fetcher:
                     self._record_handed(tp, state, got)
             if error is not None or remaining <= 0:
                 break
+        if not out and partitions is not None and self._starved:
+            # a reader of some partitions only (getmany(*partitions)) gets nothing while
+            # the others' data fills the bound: let theirs go (refetched when read), or
+            # its partitions would never be fetched again
+            for tp in [tp for tp in buffer if tp not in partitions]:
+                self._drop(tp)
+                freed = True
         if freed:
             self.wake()
         if self.metrics is not None and out:
@@ -390,8 +420,25 @@ class Fetcher:
     def _drop(self, tp: TopicPartition) -> None:
         """Forget the data buffered for ``tp`` (it will never be handed out)."""
         for fd in self._buffer.pop(tp, ()):
-            if fd.frame is not None:
-                fd.frame.leave(fd)
+            fd.discard()
+
+    def _drop_unassigned(self, states: dict[TopicPartition, PartitionState]) -> None:
+        """Drop the data of partitions no longer assigned (or reassigned): a revoked
+        partition's buffer is never handed out, and must not hold the budget."""
+        stale = [tp for tp, queue in self._buffer.items() if states.get(tp) is not queue[0].state]
+        for tp in stale:
+            self._drop(tp)
+        if len(self._served) > 2 * len(states):
+            self._served = {tp: n for tp, n in self._served.items() if tp in states}
+
+    def _evict_paused(self) -> bool:
+        """The budget is full while partitions wait to be fetched: drop what paused
+        partitions hold (refetched on resume). True if that freed something."""
+        free = self.budget.free
+        for tp, queue in list(self._buffer.items()):
+            if queue[0].state.paused:
+                self._drop(tp)
+        return self.budget.free > free
 
     def _routes(self) -> tuple[dict[int, dict[TopicPartition, PartitionFetch]], bool]:
         """Fetchable partitions by the node to fetch them from; True if some have no leader."""
@@ -403,7 +450,10 @@ class Fetcher:
         backoff = self._backoff_until
         base_max = self.config.max_partition_fetch_bytes
         debug = log.isEnabledFor(logging.DEBUG)
-        for tp, state in self.subs.states().items():
+        states = self.subs.states()
+        if buffer or len(self._served) > 2 * len(states):
+            self._drop_unassigned(states)
+        for tp, state in states.items():
             why = self._skip_reason(tp, state, loop_time)
             if debug:
                 self._log_skip(tp, why)
@@ -470,7 +520,9 @@ class Fetcher:
         lines.append(
             f"broker loops={self._node_tasks.nodes()} errors={self._errors!r} "
             f"fatal={self._fatal!r} planning_rounds={self.planning_rounds} "
-            f"discarded={self.discarded}"
+            f"discarded={self.discarded} buffered_bytes={self.budget.buffered} "
+            f"reserved_bytes={self.budget.reserved} "
+            f"fetch_buffer_max_bytes={self.budget.limit}"
         )
         return "\n".join(lines)
 
@@ -488,11 +540,37 @@ class Fetcher:
                     return
                 await waiter.wait()
                 continue
-            if await self._fetch_once(node, session, wanted):
+            budget = self.budget
+            max_bytes = budget.grant(node, self.config.fetch_max_bytes, self._fair_share())
+            if not max_bytes:
+                # the buffer is at its bound: wait until the application drains some
+                # (drain wakes the loops), unless paused partitions' data can go
+                if self._evict_paused():
+                    continue
+                self._starved.add(node)
+                try:
+                    await waiter.wait()
+                finally:
+                    self._starved.discard(node)
+                continue
+            try:
+                hand_first = await self._fetch_once(node, session, wanted, max_bytes)
+            finally:
+                budget.settle(node)
+                if self._starved:
+                    self.wake()  # its reservation is free for the loops waiting for room
+            if hand_first:
                 # A reader was starved and the broker has nothing more: let it have
                 # the records before this loop spends its turn on the next fetch
                 # (which would only wait at the broker); see Fetcher._handle_response.
                 await asyncio.sleep(0)
+
+    def _fair_share(self) -> int:
+        """The most one broker's fetch may ask for: a quarter of the bound, or an equal
+        part per broker loop beyond four, so one lagging broker cannot hold all of it in
+        flight, and an answer (kept whole until read, see SharedFrame) frees its room in
+        steps small enough for the next fetch to go out while the rest is read."""
+        return max(1, self.budget.limit // max(4, len(self._node_tasks)))
 
     def _node_has_partitions(self, node: int) -> bool:
         snap = self.client.metadata.snapshot
@@ -502,10 +580,15 @@ class Fetcher:
         return False
 
     async def _fetch_once(
-        self, node: int, session: FetchSession, wanted: dict[TopicPartition, PartitionFetch]
+        self,
+        node: int,
+        session: FetchSession,
+        wanted: dict[TopicPartition, PartitionFetch],
+        max_bytes: int,
     ) -> bool:
-        """One fetch from ``node``; True when its records should reach a waiting reader
-        before the next fetch is built."""
+        """One fetch from ``node`` of at most ``max_bytes`` (a first batch larger than
+        that still comes); True when its records should reach a waiting reader before
+        the next fetch is built."""
         config = self.config
         states = self.subs.states()
         mine = {tp: states[tp] for tp in wanted}
@@ -519,7 +602,7 @@ class Fetcher:
                 ):
                     version = _TOPIC_ID_FETCH_VERSION - 1  # metadata without topic ids
                 plan = session.plan(wanted, sessions=version >= 7)
-                request = self._build_request(plan)
+                request = self._build_request(plan, max_bytes)
                 sent_at = time.monotonic()
                 response: Any = await conn.send(
                     request,
@@ -566,11 +649,22 @@ class Fetcher:
             warning = self._node_trouble[node] = RepeatingWarning(log, level=logging.INFO)
         return warning
 
-    def _build_request(self, plan: FetchPlan) -> FetchRequest:
+    def _build_request(self, plan: FetchPlan, max_bytes: int) -> FetchRequest:
         config = self.config
         topics: dict[str, FetchTopic] = {}
-        # oversized partitions first: only the first partition may exceed the limits
-        order = sorted(plan.send.items(), key=lambda item: item[0] not in self._oversized)
+        # oversized partitions first (only the first partition may exceed the limits),
+        # then those with nothing buffered, then those served longest ago: a broker
+        # fills a full fetch in request order, up to max_bytes (an incremental one in
+        # its session's order, moving partitions that returned data to its end)
+        oversized, buffer, served = self._oversized, self._buffer, self._served
+        order = sorted(
+            plan.send.items(),
+            key=lambda item: (
+                item[0] not in oversized,
+                item[0] in buffer,
+                served.get(item[0], 0),
+            ),
+        )
         for tp, spec in order:
             ft = topics.get(tp.topic)
             if ft is None:
@@ -591,8 +685,9 @@ class Fetcher:
         return FetchRequest(
             replica_id=-1,
             max_wait_ms=config.fetch_max_wait_ms,
-            min_bytes=config.fetch_min_bytes,
-            max_bytes=config.fetch_max_bytes,
+            # a broker must not wait for more than it may send
+            min_bytes=min(config.fetch_min_bytes, max_bytes),
+            max_bytes=max_bytes,
             isolation_level=config.isolation,
             session_id=plan.session_id,
             session_epoch=plan.epoch,
@@ -712,8 +807,10 @@ class Fetcher:
                         )
                         self._data.set()
                         continue
-                    # a batch larger than we allowed: ask for at least its size next time
-                    self._oversized[tp] = min(limit, max(cut, spec.max_bytes * 2))
+                    if cut > spec.max_bytes:
+                        # a batch larger than we allowed: ask for at least its size
+                        self._oversized[tp] = min(limit, max(cut, spec.max_bytes * 2))
+                    # else the answer's own byte limit (the budget's) cut it: fetch again
                     self.wake()
                     continue
                 self._oversized.pop(tp, None)
@@ -735,14 +832,18 @@ class Fetcher:
                 base = view.obj
                 if isinstance(base, (bytes, bytearray)) and len(view) < len(base):
                     if frame is None:
-                        frame = SharedFrame(len(base))
+                        frame = SharedFrame(len(base), self.budget)
                     frame.join(fd)
+                else:
+                    fd.charge(self.budget)
                 if queue:
                     queue.append(fd)
                 else:
                     self._buffer[tp] = [fd]
                 got_data = True
                 carried.add(tp)
+                self._serial += 1
+                self._served[tp] = self._serial
                 if caught_up:
                     last = self._readable_end(p.last_stable_offset, p.high_watermark)
                     caught_up = last is not None and fd.end_offset >= last

@@ -2,6 +2,8 @@
 
 - ``consumer-fetch-manager-metrics``: fetches (``fetch-rate``, ``fetch-latency-avg``,
   ``fetch-size-avg``), records handed to the application (``records-consumed-rate``),
+  fetched bytes not yet handed out (``fetch-buffer-bytes``, bounded by
+  ``fetch-buffer-max-bytes``),
   bytes fetched (``bytes-consumed-rate``), ``records-lag-max`` / ``records-lead-min``;
   per topic, and per partition (``records-lag``, ``records-lead``, read from the
   partition's state at snapshot time, so revoked partitions simply disappear);
@@ -94,6 +96,14 @@ class FetchMetrics:
             return out
 
         self.registry.family(read)
+
+    def buffer_gauges(self, buffered: Callable[[], int], limit: int) -> None:
+        """Publish the bytes fetched and not yet handed out, and their bound."""
+        reg, group = self.registry, self.group
+        reg.gauge("fetch-buffer-bytes", group, buffered, "fetched bytes not yet handed out")
+        reg.gauge(
+            "fetch-buffer-max-bytes", group, lambda: limit, "the bound on fetch-buffer-bytes"
+        )
 
     def _topic(self, topic: str) -> _TopicSensors:
         found = self._topics.get(topic)

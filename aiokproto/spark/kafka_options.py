@@ -80,6 +80,7 @@ OWN: dict[Role, dict[str, Converter]] = {
         "fetch_max_bytes": _int,
         "fetch_max_wait_ms": _int,
         "max_partition_fetch_bytes": _int,
+        "fetch_buffer_max_bytes": _int,
         "isolation_level": _isolation,
         "check_crcs": _bool,
         "client_rack": _str,

@@ -240,6 +240,37 @@ def test_a_shared_response_is_let_go_once_little_of_it_is_still_buffered() -> No
     assert last.unread_bytes == 200
 
 
+def test_a_shared_response_is_charged_whole_and_copied_out_only_within_the_budget() -> None:
+    from aiokproto.consumer.budget import FetchBudget
+    from aiokproto.consumer.fetched import FetchedData, SharedFrame
+    from aiokproto.consumer.subscription import PartitionState
+
+    frame_bytes = bytearray(range(256)) * 4  # a 1024-byte "response"
+    view = memoryview(frame_bytes)
+    members = [
+        FetchedData(TopicPartition("t", i), PartitionState(), 0, view[i * 200 : i * 200 + 200])
+        for i in range(4)
+    ]
+    budget = FetchBudget(1250)
+    frame = SharedFrame(len(frame_bytes), budget)
+    for fd in members:
+        frame.join(fd)
+    assert budget.buffered == 1024  # the response, not the 800 bytes of its slices
+    members[0].discard()
+    members[1].discard()
+    assert budget.buffered == 1024  # still kept alive by the other two
+    budget.charge(50)  # free: 176 bytes, less than the 200 a copy-out would add
+    members[2].discard()
+    last = members[3]
+    assert last.frame is frame and budget.buffered == 1074  # not copied: the bound holds
+    budget.release(50)
+    frame.settle()  # room again: copied out, the response let go
+    assert last.frame is None and last._view.obj is not frame_bytes
+    assert budget.buffered == 200 and last.charged == 200
+    last.discard()
+    assert budget.buffered == 0
+
+
 def test_scan_end_refuses_impossible_offsets() -> None:
     from aiokproto.consumer.fetched import scan_end
 

@@ -315,3 +315,281 @@ async def test_every_fetched_partition_must_be_caught_up_to_hand_first(
     assert respond_two(fetcher, subs, parts) == (0, expected)
     async with asyncio.timeout(1):
         assert await task
+
+
+# -- the consumer-wide buffer bound (fetch_buffer_max_bytes) ---------------------------
+
+
+async def test_buffered_bytes_are_charged_on_arrival_and_freed_when_handed_out() -> None:
+    fetcher, subs, _ = make()
+    first, second = batch(0, [b"a" * 100]), batch(1, [b"b" * 100])
+    respond(fetcher, subs, records=first)
+    respond(fetcher, subs, records=second)
+    assert fetcher.budget.buffered == len(first) + len(second)
+    assert [r.value for r in fetcher.drain(1)[TP]] == [b"a" * 100]
+    assert fetcher.budget.buffered == len(second)  # the first answer's bytes are free
+    fetcher.drain(10)
+    assert (fetcher.budget.buffered, fetcher.budget.peak) == (0, len(first) + len(second))
+
+
+async def test_seek_unassignment_and_close_free_the_buffered_bytes() -> None:
+    fetcher, subs, _ = make()
+    respond(fetcher, subs, records=batch(0, [b"a" * 100]))
+    subs.seek(TP, 1)
+    fetcher._routes()  # the next plan drops what the seek made stale
+    assert fetcher.budget.buffered == 0
+    respond(fetcher, subs, records=batch(1, [b"b"]))
+    assert fetcher.budget.buffered > 0
+    subs.assign([])  # revoked or unassigned: dropped without a drain() visiting it
+    fetcher._routes()
+    assert fetcher.budget.buffered == 0 and fetcher._buffer == {}
+    subs.assign([TP])
+    subs.seek(TP, 0)
+    respond(fetcher, subs, records=batch(0, [b"c"]))
+    await fetcher.close()
+    assert fetcher.budget.buffered == 0
+
+
+async def test_a_shared_response_is_charged_whole_while_any_slice_keeps_it() -> None:
+    fetcher, subs = make_two()
+    one, two = batch(0, [b"a" * 200]), batch(0, [b"b" * 200])
+    whole = bytes(100) + one + two  # the answer: both partitions slice one buffer
+    view = memoryview(whole)
+    respond_two(
+        fetcher,
+        subs,
+        [
+            FetchResponsePartitionData(
+                partition_index=0, high_watermark=1, records=view[100 : 100 + len(one)]
+            ),
+            FetchResponsePartitionData(
+                partition_index=1, high_watermark=1, records=view[100 + len(one) :]
+            ),
+        ],
+    )
+    assert fetcher.budget.buffered == len(whole)  # the memory really held
+    got = fetcher.drain(1)  # one partition handed out: the other still pins it all
+    assert len(got) == 1
+    assert fetcher.budget.buffered in (len(whole), len(two), len(one))
+    fetcher.drain(10)
+    assert fetcher.budget.buffered == 0
+
+
+async def test_a_batch_larger_than_the_bound_is_buffered_and_delivered() -> None:
+    fetcher, subs, _ = make(fetch_buffer_max_bytes=10)
+    big = batch(0, [b"x" * 500])
+    assert fetcher.budget.grant(1, fetcher.config.fetch_max_bytes) == 10  # asks for 10
+    fetcher.budget.settle(1)
+    respond(fetcher, subs, records=big)  # Kafka answers with at least one whole batch
+    assert fetcher.budget.buffered == len(big) > fetcher.budget.limit
+    assert fetcher.budget.grant(1, 10**6) == 0  # no fetch while over the bound
+    assert [r.value for r in fetcher.drain(10)[TP]] == [b"x" * 500]
+    assert fetcher.budget.buffered == 0 and fetcher.budget.grant(1, 10**6) == 10
+
+
+async def test_the_request_asks_for_the_grant_and_never_waits_for_more() -> None:
+    fetcher, _subs, _ = make(fetch_min_bytes=5000)
+    plan = FetchSession().plan(fetcher._routes()[0][1])
+    request = fetcher._build_request(plan, 1000)
+    assert (request.max_bytes, request.min_bytes) == (1000, 1000)
+    request = fetcher._build_request(plan, 10**6)
+    assert (request.max_bytes, request.min_bytes) == (10**6, 5000)
+
+
+async def test_a_batch_cut_by_the_answer_s_limit_is_not_taken_for_oversized() -> None:
+    fetcher, subs, _ = make(max_partition_fetch_bytes=1000)
+    full = batch(0, [b"x" * 500])
+    respond(fetcher, subs, records=full[:100])  # fits the partition: the answer cut it
+    assert fetcher._routes()[0][1][TP].max_bytes == 1000
+    assert fetcher.budget.buffered == 0
+
+
+class KafkaLikeConnection:
+    """Answers Fetch requests as a broker does for ``max_bytes``: the first partition
+    with data gets at least one batch, the others only what still fits."""
+
+    def __init__(self, value_size: int = 300) -> None:
+        self.requests: list[Any] = []
+        self.value = b"v" * value_size
+        #: the partitions that have records at the "broker" (None: all)
+        self.only: set[int] | None = None
+
+    def version_for(self, _api: Any, _low: int) -> int:
+        return 16
+
+    async def send(self, request: Any, _version: int, timeout_ms: int) -> FetchResponse:
+        self.requests.append(request)
+        left = request.max_bytes
+        parts = []
+        for topic in request.topics:
+            for p in topic.partitions:
+                data = batch(p.fetch_offset, [self.value])
+                if (parts and len(data) > left) or (
+                    self.only is not None and p.partition not in self.only
+                ):
+                    continue
+                left -= len(data)
+                parts.append(
+                    FetchResponsePartitionData(
+                        partition_index=p.partition, high_watermark=10**6, records=data
+                    )
+                )
+        return FetchResponse(
+            responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=parts)]
+        )
+
+
+async def run_loop(
+    limit_batches: float, only: set[int] | None = None
+) -> tuple[Fetcher, SubscriptionState, KafkaLikeConnection, int]:
+    fetcher, subs = make_two()
+    conn = KafkaLikeConnection()
+    conn.only = only
+    size = len(batch(0, [conn.value]))
+    fetcher.budget.limit = int(size * limit_batches)
+
+    async def connection(_node: int, _purpose: str) -> KafkaLikeConnection:
+        return conn
+
+    fetcher.client.connection = connection  # type: ignore[attr-defined]
+    fetcher._node_tasks.start(1, fetcher._node_loop)
+    return fetcher, subs, conn, size
+
+
+async def settled(conn: KafkaLikeConnection) -> int:
+    """Let the loop run until it stops sending; the number of requests sent."""
+    count = -1
+    while count != len(conn.requests):
+        count = len(conn.requests)
+        for _ in range(20):
+            await asyncio.sleep(0)
+    return count
+
+
+async def test_no_fetch_is_sent_at_the_bound_and_draining_resumes_fetching() -> None:
+    fetcher, _subs, conn, size = await run_loop(2)
+    try:
+        # each fetch asks for a quarter of the bound (half a batch): one batch comes,
+        # the partition not served yet first; two batches reach the bound
+        assert await settled(conn) == 2
+        assert [r.max_bytes for r in conn.requests] == [2 * size // 4] * 2
+        assert fetcher.budget.buffered == 2 * size and fetcher.budget.reserved == 0
+        assert set(fetcher._buffer) == {TP, TP1}
+        got = fetcher.drain(1)  # one partition's batch handed out: its bytes are free
+        assert sum(len(v) for v in got.values()) == 1
+        assert await settled(conn) == 3
+        assert fetcher.budget.buffered <= 2 * size
+        seen: dict[int, list[int]] = {0: [], 1: []}
+        for _ in range(20):  # both partitions keep flowing, in order, at the bound
+            for tp, recs in fetcher.drain(1).items():
+                seen[tp.partition] += [r.offset for r in recs]
+            await settled(conn)
+            assert fetcher.budget.buffered <= 2 * size
+        for offsets in seen.values():
+            assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+            assert len(offsets) >= 5  # neither partition starved
+    finally:
+        await fetcher.close()
+
+
+async def test_a_bound_smaller_than_one_batch_still_delivers_every_batch() -> None:
+    fetcher, _subs, conn, size = await run_loop(0.01)
+    try:
+        for expected in range(6):
+            await settled(conn)
+            assert fetcher.budget.buffered == size  # one batch at a time, over the bound
+            got = fetcher.drain(10)
+            assert [r.offset for recs in got.values() for r in recs] == [expected // 2]
+        assert all(r.max_bytes == 1 for r in conn.requests)  # a quarter of 3 bytes, or 1
+    finally:
+        await fetcher.close()
+
+
+async def test_pausing_every_partition_at_the_bound_keeps_their_data() -> None:
+    fetcher, subs, conn, size = await run_loop(2)
+    try:
+        await settled(conn)
+        subs.pause(TP, TP1)
+        assert fetcher.drain(10) == {} and await settled(conn) == 2
+        assert fetcher.budget.buffered == 2 * size  # nothing else wants the room
+        subs.resume(TP, TP1)
+        got = fetcher.drain(10)
+        assert {tp: [r.offset for r in recs] for tp, recs in got.items()} == {
+            TP: [0],
+            TP1: [0],
+        }
+    finally:
+        await fetcher.close()
+
+
+async def test_paused_data_at_the_bound_makes_room_for_the_other_partitions() -> None:
+    fetcher, subs, conn, _size = await run_loop(2)
+    try:
+        await settled(conn)
+        subs.pause(TP)
+        assert [r.offset for r in fetcher.drain(1)[TP1]] == [0]
+        await settled(conn)  # TP's buffered batch was dropped: TP1 fetched twice more
+        assert TP not in fetcher._buffer
+        assert [r.offset for r in fetcher.drain(10)[TP1]] == [1, 2]
+        subs.resume(TP)
+        await settled(conn)
+        got = fetcher.drain(10)
+        assert [r.offset for r in got[TP]] == [0]  # fetched again from its position
+    finally:
+        await fetcher.close()
+
+
+async def test_seek_at_the_bound_frees_the_room_and_fetches_from_the_new_offset() -> None:
+    fetcher, subs, conn, _size = await run_loop(2)
+    try:
+        await settled(conn)
+        subs.seek(TP, 40)
+        fetcher.wake()
+        await settled(conn)
+        got = fetcher.drain(10)
+        assert [r.offset for r in got[TP]] == [40]
+    finally:
+        await fetcher.close()
+
+
+async def test_close_ends_a_loop_waiting_for_room() -> None:
+    fetcher, _subs, conn, _size = await run_loop(2)
+    await settled(conn)
+    waiter = fetcher.data_waiter()
+    async with asyncio.timeout(2):
+        await fetcher.close()
+    assert waiter.is_set() and len(fetcher._node_tasks) == 0
+    assert fetcher.budget.buffered == 0
+
+
+async def test_evicting_paused_data_drops_only_paused_partitions() -> None:
+    fetcher, subs = make_two()
+    data = batch(0, [b"a" * 300])
+    respond_two(
+        fetcher,
+        subs,
+        [
+            FetchResponsePartitionData(partition_index=0, high_watermark=1, records=data),
+            FetchResponsePartitionData(partition_index=1, high_watermark=1, records=data),
+        ],
+    )
+    assert fetcher._evict_paused() is False
+    subs.pause(TP)
+    assert fetcher._evict_paused() is True
+    assert list(fetcher._buffer) == [TP1] and fetcher.budget.buffered == len(data)
+
+
+async def test_a_reader_of_one_partition_is_not_starved_by_the_others_at_the_bound() -> None:
+    fetcher, subs, conn, _ = await run_loop(2, only={1})  # TP has no records yet
+    try:
+        assert await settled(conn) == 2  # TP1's two answers fill the bound
+        assert list(fetcher._buffer) == [TP1] and fetcher._starved == {1}
+        conn.only = None  # TP has records now, but no fetch may be sent for them
+        assert await settled(conn) == 2
+        assert fetcher.drain(10, [TP]) == {}  # a reader of TP gets nothing...
+        assert fetcher._buffer == {}  # ...so TP1's data makes room (fetched again later)
+        await settled(conn)
+        assert [r.offset for r in fetcher.drain(10, [TP])[TP]] == [0]
+        assert subs.position(TP1) == 0
+    finally:
+        await fetcher.close()
