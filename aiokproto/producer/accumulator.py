@@ -80,11 +80,16 @@ class Accumulator:
         wake: Callable[[], None],
         released: Callable[[], None],
         metrics: ProducerMetrics | None = None,
+        wake_by: Callable[[float], None] | None = None,
     ) -> None:
         self.options = options
         self.metrics = metrics
         self._loop = loop
         self._wake = wake  # a batch became ready or was created: the sender looks again
+        # a new batch lingers until then: the sender needs a pass by that time only (a
+        # pass per new batch scanned every queued partition: at 1,000 partitions that
+        # scan was most of the producer's CPU)
+        self._wake_by = wake_by
         self._released = released  # buffer memory was freed
         self._linger = options.linger_ms / 1000
         self._delivery = options.delivery_timeout_ms / 1000
@@ -144,15 +149,28 @@ class Accumulator:
         )
 
     def _enqueue(self, pq: PartitionQueue, batch: ProducerBatch) -> None:
-        if pq.open is not None:
-            pq.open.closed = True
+        closing = pq.open
+        ready_now = closing is not None  # the batch it closes may go at once
+        if closing is not None:
+            closing.closed = True
         self.used += BATCH_HEADER
         pq.batches.append(batch)
         pq.open = batch
         pq.last_batch = batch.created
         self._active[pq] = None
         self.incomplete.add(batch)
-        self._wake()
+        wake_by = self._wake_by
+        if (
+            ready_now
+            or wake_by is None
+            or not self._linger
+            or self.flushing
+            or self.closing
+            or self.space_wanted
+        ):
+            self._wake()
+        else:
+            wake_by(batch.created + self._linger)
 
     def append(
         self,
@@ -228,7 +246,10 @@ class Accumulator:
 
     def drain(self, now: float, leader_of: LeaderOf, capacity: Callable[[int], int]) -> DrainResult:
         """Take the batches that are ready and may be sent now, grouped per broker into
-        requests (at most ``capacity(node)`` requests per broker)."""
+        requests (at most ``capacity(node)`` requests per broker). ``leader_of``'s
+        answers are kept per partition for as long as it is the same object: pass a new
+        one when leaders may have changed (the sender passes one per metadata
+        snapshot)."""
         result = DrainResult()
         queues = list(self._active)
         n = len(queues)
@@ -243,9 +264,24 @@ class Accumulator:
         rounds_by_node: dict[int, list[list[ProducerBatch]]] = {}
         left_by_node: dict[int, int] = {}
         self._rotate = start = (self._rotate + 1) % n  # no partition always goes first
+        lingering = math.inf  # the soonest a lingering batch is ready
+        looked: list[PartitionQueue] = []  # partitions past the lingering fast path
         for j in range(n):
             pq = queues[(start + j) % n]
-            self._expire(pq, now)
+            # The common case with many partitions, inline: the partition's only batch
+            # is open, lingering, and far from its deadline. Its deadline is later than
+            # its linger's end (delivery_timeout_ms > linger_ms), so the pass that ends
+            # the linger watches the deadline too.
+            head = pq.open
+            if head is not None and not hurry and pq.batches and pq.batches[0] is head:
+                ready = head.created + linger
+                if ready > now and head.retry_at <= now and head.deadline > now:
+                    if ready < lingering:
+                        lingering = ready
+                    continue
+            looked.append(pq)
+            if pq.batches and pq.batches[0].deadline <= now:
+                self._expire(pq, now)
             # read after: a failure may fail the rest (fail_unsent, in a transaction
             # turned abortable), which replaces the queue
             batches = pq.batches
@@ -261,7 +297,11 @@ class Accumulator:
             if head is pq.open and not hurry and head.created + linger > now:
                 result.wake_at(head.created + linger)
                 continue
-            leader = leader_of(pq.topic, pq.partition)
+            if pq.leader_from is leader_of:
+                leader = pq.leader
+            else:
+                leader = pq.leader = leader_of(pq.topic, pq.partition)
+                pq.leader_from = leader_of
             if leader is None:
                 if result.leaderless is None:
                     result.leaderless = set()
@@ -313,8 +353,8 @@ class Accumulator:
         # Wake for the earliest expiry among the batches left unsent, looked at after
         # the taking: a deadline of a batch taken just now would arm a timer on every
         # drain (delivery_timeout_ms away) only to be cancelled at the next.
-        soonest = math.inf  # a min inline: a wake_at() call per partition cost twice as much
-        for pq in self._active:
+        soonest = lingering  # a min inline: a wake_at() call per partition cost twice as much
+        for pq in looked:
             queued = pq.batches
             if queued:
                 deadline = queued[0].deadline
