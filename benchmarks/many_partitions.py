@@ -18,6 +18,9 @@ from the first partition count to the last.
     .venv/bin/python -m benchmarks.many_partitions [--partitions 1,1000] [--records 100000]
         [--runs 3] [--clients aiokproto,confluent-kafka,aiokafka] [--bootstrap-servers H:P]
 
+``--clients`` may name ``aiokproto-base`` too: aiokproto from ``$BENCH_AIOKPROTO_BASE``
+(a revision extracted and built by ``python -m benchmarks.build_base REV DIR``).
+
 Without ``--bootstrap-servers`` a single-node Kafka is started (``LocalKafka``).
 """
 
@@ -37,6 +40,8 @@ from collections.abc import Sequence
 from typing import Any
 
 CLIENTS = ("aiokproto", "confluent-kafka", "aiokafka")
+#: another checkout's aiokproto ($BENCH_AIOKPROTO_BASE: make bench-base's build_base)
+BASE_CLIENT = "aiokproto-base"
 VALUE = b"x" * 100
 KEYS = [b"key-%d" % i for i in range(10_000)]
 YIELD_EVERY = 10
@@ -121,6 +126,11 @@ def _confluent(bootstrap: str, topic: str, parts: int, n: int) -> tuple[float, f
 
 def child(client: str, bootstrap: str, topic: str, parts: int, n: int) -> dict[str, Any]:
     """One run in this (fresh) process."""
+    if client == BASE_CLIENT:
+        base = os.environ.get("BENCH_AIOKPROTO_BASE", "")
+        if not os.path.isdir(os.path.join(base, "aiokproto")) or "aiokproto" in sys.modules:
+            raise RuntimeError(f"BENCH_AIOKPROTO_BASE={base!r} is not a checkout of aiokproto")
+        sys.path.insert(0, base)
     if client == "confluent-kafka":
         wall, cpu = _confluent(bootstrap, topic, parts, n)
     elif client == "aiokafka":
@@ -153,6 +163,13 @@ async def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
         futures = [await p.send(name, b"warm", partition=i) for i in range(partitions)]
         for future in futures:
             await future
+
+
+async def _delete_topics(bootstrap: str, names: list[str]) -> None:
+    from aiokproto import Admin
+
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        await admin.delete_topics(names)
 
 
 def cpu_per_million(runs: Sequence[dict[str, Any]]) -> float:
@@ -190,7 +207,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--bootstrap-servers")
-    ap.add_argument("--child", choices=CLIENTS, help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=(*CLIENTS, BASE_CLIENT), help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -205,15 +222,21 @@ def main(argv: list[str]) -> int:
     if not counts or min(counts) < 1 or args.records < 1 or args.runs < 1:
         ap.error("partition counts, --records and --runs must be >= 1")
     clients = [c for c in args.clients.split(",") if c]
-    unknown = set(clients) - set(CLIENTS)
+    unknown = set(clients) - {*CLIENTS, BASE_CLIENT}
     if unknown:
         ap.error(f"unknown clients {sorted(unknown)}; choose from {CLIENTS}")
 
     def session(bootstrap: str) -> None:
         run = uuid.uuid4().hex[:6]
         topics = {c: f"many-parts-{run}-{c}" for c in counts}
-        for c, name in topics.items():
-            asyncio.run(_create_topic(bootstrap, name, c))
+        try:
+            for c, name in topics.items():
+                asyncio.run(_create_topic(bootstrap, name, c))
+            measure(bootstrap, topics)
+        finally:  # 1,000 partitions hold ~3,000 files open in the broker
+            asyncio.run(_delete_topics(bootstrap, list(topics.values())))
+
+    def measure(bootstrap: str, topics: dict[int, str]) -> None:
         results: dict[str, dict[int, list[dict[str, Any]]]] = {
             client: {c: [] for c in counts} for client in clients
         }

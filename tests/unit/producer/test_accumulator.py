@@ -130,7 +130,7 @@ async def test_a_new_lingering_batch_asks_for_a_pass_by_its_linger_end_only() ->
 async def test_the_drain_skips_lingering_partitions_without_a_leader_lookup() -> None:
     """Partitions whose only batch lingers cost the drain no leader lookup; a lookup is
     kept per partition while the lookup function is the same object."""
-    rig = Rig(linger_ms=50, enable_idempotence=False, acks=1)
+    rig = Rig(linger_ms=50, batch_size=1024, enable_idempotence=False, acks=1)
     for p in range(100):
         rig.send(partition=p)
     looked: list[tuple[str, int]] = []
@@ -144,14 +144,16 @@ async def test_the_drain_skips_lingering_partitions_without_a_leader_lookup() ->
     assert plan.requests == [] and looked == []
     first = min(pq.batches[0].created for pq in rig.acc.partition_queues())
     assert plan.next_wake == pytest.approx(first + 0.05)
-    rig.acc.queue("t", 7).open = None  # as if full: partition 7 may go now
+    while len(rig.acc.queue("t", 7).batches) < 2:  # partition 7's batch fills: it may go
+        rig.send(partition=7)
     plan = rig.acc.drain(now, leader_of, lambda node: 0)  # but the broker is busy
     assert plan.requests == [] and looked == [("t", 7)]
     plan = rig.acc.drain(now, leader_of, lambda node: 5)  # same lookup: kept
     assert looked == [("t", 7)]
     assert [(n, [b.partition for b in bs]) for n, bs in plan.requests] == [(1, [7])]
-    later = rig.acc.drain(now + 0.06, lambda t, p: 2, lambda node: 5)  # a new lookup
+    later = rig.acc.drain(now + 1.0, lambda t, p: 2, lambda node: 5)  # a new lookup
     assert {n for n, _ in later.requests} == {2}
+    # (7's second batch waits: its first is in flight at the old leader)
     assert sum(len(bs) for _, bs in later.requests) == 99
 
 
