@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.4.0 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel bench-schema-registry bench-consumer-memory broker broker-stop broker-status dist dist-check clean
+.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel bench-schema-registry bench-consumer-memory broker broker-stop broker-status dist dist-check clean bench-many-partitions bench-contended
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -30,6 +30,8 @@ help:
 	@echo "make bench-spark-cluster ROWS=N - Spark source/sink vs Spark's Kafka connector, standalone cluster"
 	@echo "make bench-many-topics - first send to each of 500 topics, beside librdkafka and aiokafka"
 	@echo "make bench-consumer-memory - peak RSS of a consumer behind on 1,000 partitions, beside librdkafka and aiokafka"
+	@echo "make bench-many-partitions - CPU per keyed record at 1 vs 1,000 partitions, beside the peers"
+	@echo "make bench-contended - the latency row with two busy-loop processes beside it"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make bench-share - ShareConsumer vs Kafka's Java share consumer, one local broker"
 	@echo "make bench-parallel - ParallelConsumer vs sequential async for (20 ms handler)"
@@ -341,6 +343,8 @@ bench: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks --quick
 	$(PY) -m benchmarks.many_topics
+	$(PY) -m benchmarks.many_partitions
+	$(PY) -m benchmarks.contended
 
 # The first send to each of 500 existing topics (10 partitions each), aiokproto beside
 # confluent-kafka and aiokafka, each in a fresh process with its defaults (also run by
@@ -355,6 +359,18 @@ bench-many-topics: venv jars
 bench-consumer-memory: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks.consumer_memory $(BENCH_ARGS)
+
+# Keyed 100 B records over 1 and 1,000 partitions, a yield every 10 sends, CPU per
+# record beside confluent-kafka and aiokafka (also run by make bench; about 3 minutes)
+bench-many-partitions: venv jars
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.many_partitions $(BENCH_ARGS)
+
+# The latency row (1,000 records/s, linger 0) with two busy-loop processes on the CPUs
+# beside it, the peers alike (also run by make bench; about a minute)
+bench-contended: venv jars
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.contended $(BENCH_ARGS)
 
 # Two builds side by side in one run: this checkout ("aiokproto") and BASE (a git rev,
 # extracted to BENCH_BASE_DIR with its codec built in place: "aiokproto-base").

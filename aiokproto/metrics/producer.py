@@ -90,14 +90,15 @@ class ProducerMetrics:
         count = batch.record_count
         uncompressed = batch.builder.estimated_size or size
         ratio = size / uncompressed
-        t = self._topic(batch.topic)
-        self.sends.record(count)
-        self.batch_size.record(size)
-        self.compression.record(ratio)
-        self.queue_time.record((now - batch.created) * 1000)
-        t.sends.record(count)
-        t.bytes.record(size)
-        t.compression.record(ratio)
+        t = self._topics.get(batch.topic) or self._topic(batch.topic)
+        # one clock read for all (the loop's clock is the monotonic one sensors use)
+        self.sends.record(count, now)
+        self.batch_size.record(size, now)
+        self.compression.record(ratio, now)
+        self.queue_time.record((now - batch.created) * 1000, now)
+        t.sends.record(count, now)
+        t.bytes.record(size, now)
+        t.compression.record(ratio, now)
 
     def batch_retried(self, batch: ProducerBatch) -> None:
         self.retries.record(batch.record_count)

@@ -228,6 +228,8 @@ class PartitionQueue:
         "identity",
         "in_flight",
         "last_batch",
+        "leader",
+        "leader_from",
         "needs_reset",
         "next_sequence",
         "node",
@@ -262,6 +264,10 @@ class PartitionQueue:
         # built bytes a batch of this partition is cut to after a refusal as too large
         # (half the smallest size refused so far; 0: none refused)
         self.split_limit = 0
+        # the drain's leader lookup, kept while the lookup function is the same object
+        # (the sender passes one per metadata snapshot)
+        self.leader_from: object = None
+        self.leader: int | None = None
 
     # -- idempotence ----------------------------------------------------------
 

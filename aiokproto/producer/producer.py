@@ -416,6 +416,7 @@ class Producer(StartStop, Generic[SK, SV]):
                 lambda: sender_box[0].wake(),
                 self._space_released,
                 self._metrics,
+                lambda when: sender_box[0].wake_by(when),
             )
             sender = Sender(
                 client, acc, self.options, self.config, self._on_fatal, self._on_metadata

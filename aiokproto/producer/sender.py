@@ -148,6 +148,7 @@ class Sender:
         self._tasks: set[asyncio.Task[None]] = set()
         self._expiry = _InFlightExpiry(self._loop, options.delivery_timeout_ms)
         self._waiter: asyncio.Future[None] | None = None
+        self._wake_at: float | None = None  # loop time of the pass the waiter is set for
         self._bump_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._seen: ClusterSnapshot | None = None  # the snapshot the drain loop last saw
@@ -179,6 +180,13 @@ class Sender:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def wake_by(self, when: float) -> None:
+        """Make sure a pass runs by loop time ``when`` (a lingering batch is ready
+        then): nothing to do when the waiting loop's timer fires by then."""
+        at = self._wake_at
+        if at is None or at > when:
+            self.wake()
+
     @property
     def requests_in_flight(self) -> int:
         return len(self._tasks)
@@ -203,13 +211,15 @@ class Sender:
         meta = self._client.metadata
         retry_backoff = self._config.retry_backoff_ms / 1000
         self._seen = meta.snapshot
+        leader_of = self._seen.leader_for  # one per snapshot: the drain keeps its answers
         while True:
             now = loop.time()
             snapshot = meta.snapshot
             if snapshot is not self._seen:
                 self._seen = snapshot
+                leader_of = snapshot.leader_for
                 self._on_metadata()
-            plan = acc.drain(now, snapshot.leader_for, self._capacity)
+            plan = acc.drain(now, leader_of, self._capacity)
             for node, batches in plan.requests:
                 self._dispatch(node, batches, snapshot)
             if plan.reset_wanted and self._bump_task is None and not acc.transactional:
@@ -221,11 +231,12 @@ class Sender:
                 meta.request_refresh(plan.leaderless)
                 plan.wake_at(now + retry_backoff)
             waiter = self._waiter = loop.create_future()
+            self._wake_at = plan.next_wake
             timer = None if plan.next_wake is None else loop.call_at(plan.next_wake, self.wake)
             try:
                 await waiter
             finally:
-                self._waiter = None
+                self._waiter = self._wake_at = None
                 if timer is not None:
                     timer.cancel()
 

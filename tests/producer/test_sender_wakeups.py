@@ -67,3 +67,26 @@ async def test_a_batch_queued_behind_the_in_flight_limit_goes_when_the_request_e
             assert sender.requests_in_flight == 1 and p._acc.has_queued
             got = await asyncio.wait_for(asyncio.gather(first, second), 10)
             assert [m.offset for m in got] == [2 * i + 1, 2 * i + 2]
+
+
+async def test_new_lingering_batches_share_the_pass_at_the_end_of_their_linger(
+    kafka: Any, topic_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With linger_ms, a new batch on another partition does not wake the drain loop
+    when its timer fires by the end of the new batch's linger anyway: at 1,000
+    partitions a pass per new batch (each scanning every queued partition) was most of
+    the producer's CPU."""
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=20)
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers, linger_ms=200, **FAST) as p:
+        warm = [await p.send(topic_name, b"warm", partition=i) for i in range(20)]
+        await asyncio.gather(*warm)
+        drains = _count_drains(p, monkeypatch)
+        futures = []
+        for i in range(20):
+            futures.append(await p.send(topic_name, b"v%d" % i, partition=i))
+            await asyncio.sleep(0)  # the loop turns: a wake would run a pass here
+        got = await asyncio.wait_for(asyncio.gather(*futures), 10)
+    assert sorted(m.partition for m in got) == list(range(20))
+    # the first new batch sets the timer, the others share its pass (the pass itself
+    # may find a few not yet ready: one more timer); one pass per batch made 20+
+    assert drains[0] <= 6, drains[0]

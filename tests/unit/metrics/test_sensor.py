@@ -12,7 +12,7 @@ from aiokproto.metrics.sensor import Sensor
 
 def test_stats_over_the_window() -> None:
     s = Sensor(window_s=10, num_samples=2)
-    t0 = s._starts[0]
+    t0 = s._start
     for v in (1.0, 5.0, 3.0):
         s.record(v, t0 + 1)
     assert s.avg(t0 + 2) == 3.0
@@ -25,7 +25,7 @@ def test_stats_over_the_window() -> None:
 
 def test_old_samples_drop_out_but_totals_stay() -> None:
     s = Sensor(window_s=10, num_samples=2)
-    t0 = s._starts[0]
+    t0 = s._start
     s.record(100.0, t0 + 1)
     s.record(1.0, t0 + 12)  # second sample
     assert s.max(t0 + 15) == 100.0
@@ -39,7 +39,7 @@ def test_old_samples_drop_out_but_totals_stay() -> None:
 
 def test_a_long_idle_then_a_record_counts_only_the_new_value() -> None:
     s = Sensor(window_s=1, num_samples=2)
-    t0 = s._starts[0]
+    t0 = s._start
     s.record(50.0, t0)
     s.record(7.0, t0 + 1000)
     assert s.avg(t0 + 1000.5) == 7.0
@@ -84,3 +84,16 @@ def test_nan_is_null_in_json_form() -> None:
     reg = MetricsRegistry("cid")
     reg.publish(reg.sensor(), "latency", "g", ("avg",))
     assert reg.snapshot().as_dict() == {"g:latency-avg{client-id=cid}": None}
+
+
+def test_totals_and_windows_survive_many_rolls() -> None:
+    """Totals count every value across closed samples; a read sees only the samples
+    in the window (the current one and num_samples - 1 before it)."""
+    s = Sensor(window_s=1.0, num_samples=3)
+    t0 = s._start
+    for i in range(10):  # one value per window, 10 windows
+        s.record(float(i), t0 + i + 0.5)
+    assert (s.count_total, s.sum_total) == (10, 45.0)
+    now = t0 + 9.6
+    assert s.avg(now) == pytest.approx((7 + 8 + 9) / 3)
+    assert (s.max(now), s.min(now)) == (9.0, 7.0)

@@ -108,6 +108,55 @@ async def test_linger_holds_the_open_batch_until_it_expires() -> None:
     assert [(node, len(bs)) for node, bs in late.requests] == [(1, 1)]
 
 
+async def test_a_new_lingering_batch_asks_for_a_pass_by_its_linger_end_only() -> None:
+    """A new batch wakes the sender only by the end of its linger (wake_by), not at
+    once; a batch it closes (full) or a flush wakes it at once."""
+    rig = Rig(linger_ms=50, batch_size=1024, enable_idempotence=False, acks=1)
+    asked: list[float] = []
+    rig.acc = Accumulator(rig.options, rig.loop, rig._wake, rig._released, None, asked.append)
+    rig.send(partition=0)
+    rig.send(partition=1)
+    created = [rig.acc.queue("t", p).batches[0].created for p in (0, 1)]
+    assert rig.wakes == 0 and asked == pytest.approx([c + 0.05 for c in created])
+    for _ in range(10):  # fills partition 0's batch: the full one may go now
+        rig.send(partition=0)
+    assert rig.wakes >= 1
+    wakes = rig.wakes
+    rig.acc.flushing += 1
+    rig.send(partition=2)
+    assert rig.wakes == wakes + 1
+
+
+async def test_the_drain_skips_lingering_partitions_without_a_leader_lookup() -> None:
+    """Partitions whose only batch lingers cost the drain no leader lookup; a lookup is
+    kept per partition while the lookup function is the same object."""
+    rig = Rig(linger_ms=50, batch_size=1024, enable_idempotence=False, acks=1)
+    for p in range(100):
+        rig.send(partition=p)
+    looked: list[tuple[str, int]] = []
+
+    def leader_of(topic: str, partition: int) -> int:
+        looked.append((topic, partition))
+        return 1
+
+    now = rig.loop.time()
+    plan = rig.acc.drain(now, leader_of, lambda node: 5)
+    assert plan.requests == [] and looked == []
+    first = min(pq.batches[0].created for pq in rig.acc.partition_queues())
+    assert plan.next_wake == pytest.approx(first + 0.05)
+    while len(rig.acc.queue("t", 7).batches) < 2:  # partition 7's batch fills: it may go
+        rig.send(partition=7)
+    plan = rig.acc.drain(now, leader_of, lambda node: 0)  # but the broker is busy
+    assert plan.requests == [] and looked == [("t", 7)]
+    plan = rig.acc.drain(now, leader_of, lambda node: 5)  # same lookup: kept
+    assert looked == [("t", 7)]
+    assert [(n, [b.partition for b in bs]) for n, bs in plan.requests] == [(1, [7])]
+    later = rig.acc.drain(now + 1.0, lambda t, p: 2, lambda node: 5)  # a new lookup
+    assert {n for n, _ in later.requests} == {2}
+    # (7's second batch waits: its first is in flight at the old leader)
+    assert sum(len(bs) for _, bs in later.requests) == 99
+
+
 async def test_full_batches_go_without_waiting_for_linger() -> None:
     rig = Rig(linger_ms=60_000, batch_size=1024, enable_idempotence=False, acks=1)
     for _ in range(10):
