@@ -182,6 +182,11 @@ async def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(
     # on_partitions_lost; the next poll rejoins and the group splits again.
     await create_topic(kafka.bootstrap_servers, topic_name, partitions=PARTITIONS)
     group = f"g-{topic_name}"
+    # b learns of a's leave at its next heartbeat: 1 s apart instead of Kafka's 5 s (a
+    # loaded CI machine once took more than the 20 s below to hand b everything)
+    await set_group_timeouts(
+        kafka.bootstrap_servers, group, session_ms=45_000, heartbeat_ms=1_000
+    )
     every = frozenset(TopicPartition(topic_name, p) for p in range(PARTITIONS))
     timeline = Timeline()
     history = History()
