@@ -548,6 +548,11 @@ class Fetcher:
                 if self._evict_paused():
                     continue
                 self._starved.add(node)
+                if self._data.awaited():
+                    # a reader of other partitions only (getone(*partitions)) may wait
+                    # for data no fetch can bring now: let it look again, and let the
+                    # others' data go (drain), or it waits forever
+                    self._data.set()
                 try:
                     await waiter.wait()
                 finally:

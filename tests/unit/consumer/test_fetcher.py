@@ -593,3 +593,71 @@ async def test_a_reader_of_one_partition_is_not_starved_by_the_others_at_the_bou
         assert subs.position(TP1) == 0
     finally:
         await fetcher.close()
+
+
+async def test_a_reader_of_one_partition_is_woken_when_another_broker_s_loop_starves() -> None:
+    # t-1 (node 1) fills the bound and stops (prefetch depth); t-0's broker (node 2)
+    # answers its long poll empty only then: its loop waits for room, and a getone(t-0)
+    # already waiting must be woken to let t-1's data go, or it waits forever
+    fetcher, subs = make_two()
+    snap = fetcher.client.metadata.snapshot
+    fetcher.client.metadata.snapshot = ClusterSnapshot(  # type: ignore[attr-defined]
+        brokers=snap.brokers,
+        topics=MappingProxyType(
+            {
+                "t": TopicInfo(
+                    "t",
+                    TOPIC_ID,
+                    MappingProxyType({p: PartitionInfo("t", p, 2 - p, 5) for p in (0, 1)}),
+                )
+            }
+        ),
+    )
+
+    class Network(KafkaLikeConnection):
+        async def send(self, request: Any, version: int, timeout_ms: int) -> FetchResponse:
+            await asyncio.sleep(0)  # a round trip: the other loop runs meanwhile
+            return await super().send(request, version, timeout_ms)
+
+    fills = Network()
+    fills.only = {1}
+    size = len(batch(0, [fills.value]))
+    fetcher.budget.limit = 2 * size
+    polled = asyncio.Event()
+    answer = asyncio.Event()
+
+    class LongPoll(KafkaLikeConnection):
+        async def send(self, request: Any, version: int, timeout_ms: int) -> FetchResponse:
+            if not answer.is_set():
+                polled.set()
+                await answer.wait()  # the broker's long poll, then nothing yet
+                return FetchResponse(responses=[])
+            return await super().send(request, version, timeout_ms)
+
+    slow = LongPoll()
+
+    async def connection(node: int, _purpose: str) -> KafkaLikeConnection:
+        return fills if node == 1 else slow
+
+    async def getone() -> int:
+        while True:
+            waiter = fetcher.data_waiter()
+            for recs in fetcher.drain(1, [TP]).values():
+                return recs[0].offset
+            await waiter.wait()
+
+    fetcher.client.connection = connection  # type: ignore[attr-defined]
+    fetcher._node_tasks.start(2, fetcher._node_loop)
+    await polled.wait()  # node 2's fetch is out, holding its share
+    fetcher._node_tasks.start(1, fetcher._node_loop)
+    try:
+        await settled(fills)
+        assert fetcher.budget.buffered == 2 * size and list(fetcher._buffer) == [TP1]
+        reader = asyncio.create_task(getone())
+        await settled(fills)
+        answer.set()  # the long poll ends empty: node 2's loop now waits for room
+        async with asyncio.timeout(2):
+            assert await reader == 0
+        assert subs.position(TP1) == 0  # its data went, to be fetched again
+    finally:
+        await fetcher.close()
