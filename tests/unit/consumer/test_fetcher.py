@@ -661,3 +661,102 @@ async def test_a_reader_of_one_partition_is_woken_when_another_broker_s_loop_sta
         assert subs.position(TP1) == 0  # its data went, to be fetched again
     finally:
         await fetcher.close()
+
+
+def accounted(fetcher: Fetcher) -> int:
+    """What the buffered data holds by its own bookkeeping (each response kept whole
+    once, each copy once): the budget's count must be exactly this."""
+    frames = {id(fd.frame): fd.frame for q in fetcher._buffer.values() for fd in q if fd.frame}
+    own = sum(fd.charged for q in fetcher._buffer.values() for fd in q)
+    return own + sum(frame.charged for frame in frames.values() if frame is not None)
+
+
+async def test_the_accounting_returns_to_zero_through_every_way_data_leaves() -> None:
+    # failed, cancelled, refused and revoked fetches, seeks and pauses while fetches are
+    # out, partial reads and reads of one partition, round after round: the budget
+    # always equals what is buffered, nothing stays reserved once no fetch is out, and
+    # every offset is handed out once, in order
+    fetcher, subs = make_two()
+    fetcher.client.config, _ = split_options(  # type: ignore[attr-defined]
+        {"bootstrap_servers": "h:1", "retry_backoff_ms": 1}, (), "test"
+    )
+    gate = asyncio.Event()
+
+    class Scripted(KafkaLikeConnection):
+        mode = "data"
+
+        async def send(self, request: Any, version: int, timeout_ms: int) -> FetchResponse:
+            await asyncio.sleep(0)
+            if self.mode == "fail":
+                raise ConnectionResetError("the broker went away")
+            if self.mode == "hang":
+                await gate.wait()
+            response = await super().send(request, version, timeout_ms)
+            if self.mode == "refuse":  # NOT_LEADER_OR_FOLLOWER for every partition
+                for t in response.responses:
+                    for p in t.partitions:
+                        p.error_code, p.records = 6, None
+            return response
+
+    conn = Scripted(value_size=200)
+    size = len(batch(0, [conn.value]))
+    fetcher.budget.limit = 3 * size
+
+    async def connection(_node: int, _purpose: str) -> KafkaLikeConnection:
+        return conn
+
+    fetcher.client.connection = connection  # type: ignore[attr-defined]
+    seen: dict[TopicPartition, list[int]] = {TP: [], TP1: []}
+
+    def take(n: int, *only: TopicPartition) -> None:
+        for tp, recs in fetcher.drain(n, only or None).items():
+            seen[tp] += [r.offset for r in recs]
+        assert fetcher.budget.buffered == accounted(fetcher)
+
+    async def run() -> None:
+        await asyncio.sleep(0.005)  # back-offs (1 ms) end
+        fetcher.wake()
+        await settled(conn)
+        assert fetcher.budget.buffered == accounted(fetcher)
+
+    fetcher._node_tasks.start(1, fetcher._node_loop)
+    for _ in range(3):
+        await run()
+        take(1)
+        for mode in ("fail", "refuse"):
+            conn.mode = mode
+            take(1)
+            await run()
+            conn.mode = "data"
+        await run()
+        # TP1 revoked, TP seeked to where it is, both while a fetch is out
+        conn.mode, gate = "hang", asyncio.Event()
+        take(10)
+        await run()
+        assert fetcher.budget.reserved > 0
+        subs.assign([TP])
+        subs.seek(TP, subs.position(TP))  # type: ignore[arg-type]
+        gate.set()
+        conn.mode = "data"
+        await run()
+        subs.assign([TP, TP1])
+        subs.seek(TP1, seen[TP1][-1] + 1 if seen[TP1] else 0)
+        await run()
+        subs.pause(TP)  # paused at the bound: its data goes for TP1's
+        take(1)
+        await run()
+        take(1, TP1)
+        subs.resume(TP)
+        await run()
+        take(1, TP)  # a reader of one partition only
+        await run()
+        take(2)
+        assert fetcher.budget.reserved == 0
+    conn.mode, gate = "hang", asyncio.Event()
+    take(100)
+    await run()
+    assert fetcher.budget.reserved > 0
+    await fetcher.close()  # cancels the fetch that is out
+    assert (fetcher.budget.buffered, fetcher.budget.reserved) == (0, 0)
+    for offsets in seen.values():
+        assert offsets == list(range(len(offsets))) and len(offsets) >= 6
