@@ -449,14 +449,20 @@ class Fetcher:
         if len(self._served) > 2 * len(states):
             self._served = {tp: n for tp, n in self._served.items() if tp in states}
 
-    def _evict_paused(self) -> bool:
+    def _evict_paused(self, need: int = 1) -> bool:
         """The budget is full while partitions wait to be fetched: drop what paused
-        partitions hold (refetched on resume). True if that freed something."""
-        free = self.budget.free
-        for tp, queue in list(self._buffer.items()):
-            if queue[0].state.paused:
-                self._drop(tp)
-        return self.budget.free > free
+        partitions hold (refetched on resume), most recently fetched first, until
+        ``need`` bytes are free (the rest stays for their resume: a consumer pausing
+        for backpressure keeps most of its prefetch). True if that freed something."""
+        budget, served = self.budget, self._served
+        free = budget.free
+        paused = [tp for tp, queue in self._buffer.items() if queue[0].state.paused]
+        paused.sort(key=lambda tp: served.get(tp, 0), reverse=True)
+        for tp in paused:
+            if budget.free >= need:
+                break
+            self._drop(tp)
+        return budget.free > free
 
     def _routes(self) -> tuple[dict[int, dict[TopicPartition, PartitionFetch]], bool]:
         """Fetchable partitions by the node to fetch them from; True if some have no leader."""
@@ -563,7 +569,8 @@ class Fetcher:
             if not max_bytes:
                 # the buffer is at its bound: wait until the application drains some
                 # (drain wakes the loops), unless paused partitions' data can go
-                if self._evict_paused():
+                need = self.config.max_partition_fetch_bytes * len(wanted)
+                if self._evict_paused(min(need, self._fair_share())):
                     continue
                 self._starved.add(node)
                 if self._data.awaited():

@@ -573,6 +573,7 @@ async def test_evicting_paused_data_drops_only_paused_partitions() -> None:
             FetchResponsePartitionData(partition_index=1, high_watermark=1, records=data),
         ],
     )
+    fetcher.budget.limit = fetcher.budget.buffered  # at the bound
     assert fetcher._evict_paused() is False
     subs.pause(TP)
     assert fetcher._evict_paused() is True
@@ -808,3 +809,43 @@ async def test_a_reader_of_one_partition_at_a_time_at_the_bound_gets_it_fetched_
         assert fetcher.budget.buffered == accounted(fetcher)
     finally:
         await fetcher.close()
+
+
+async def test_evicting_paused_data_frees_only_the_room_asked_for() -> None:
+    # three paused partitions' data at the bound: a fetch needing one answer's room
+    # drops one of them (the most recently fetched), not all: a consumer pausing for
+    # backpressure keeps the rest of its prefetch
+    fetcher, subs, client = make()
+    tps = [TopicPartition("t", p) for p in range(3)]
+    client.metadata.snapshot = ClusterSnapshot(
+        brokers=client.metadata.snapshot.brokers,
+        topics=MappingProxyType(
+            {
+                "t": TopicInfo(
+                    "t",
+                    TOPIC_ID,
+                    MappingProxyType(
+                        {tp.partition: PartitionInfo("t", tp.partition, 1, 5) for tp in tps}
+                    ),
+                )
+            }
+        ),
+    )
+    subs.assign(tps)
+    data = batch(0, [b"a" * 300])
+    for tp in tps:
+        subs.seek(tp, 0)
+        plan = FetchSession().plan({tp: fetcher._routes()[0][1][tp]})
+        part = FetchResponsePartitionData(
+            partition_index=tp.partition, high_watermark=9, records=data
+        )
+        response = FetchResponse(
+            responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=[part])]
+        )
+        fetcher._handle_response(1, plan, response, 16, {tp: subs.states()[tp]})
+    fetcher.budget.limit = fetcher.budget.buffered
+    subs.pause(*tps)
+    assert fetcher._evict_paused(len(data)) is True
+    assert list(fetcher._buffer) == tps[:2]  # the last fetched went
+    assert fetcher.budget.buffered == 2 * len(data) == fetcher.budget.limit - len(data)
+    assert fetcher._evict_paused(len(data)) is False  # there is room already
