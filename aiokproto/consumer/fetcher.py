@@ -132,6 +132,9 @@ class Fetcher:
         self._serial = 0
         #: broker loops waiting for room in the budget
         self._starved: set[int] = set()
+        #: the partitions of a reader of some partitions only that got nothing at the
+        #: bound: fetched first until it gets records (see drain)
+        self._asked: frozenset[TopicPartition] = frozenset()
         self._tracked: frozenset[str] = frozenset()
         self._closed = False
         #: how many times the manager task planned (a test sees it idle, not spinning)
@@ -302,11 +305,26 @@ class Fetcher:
                     self._record_handed(tp, state, got)
             if error is not None or remaining <= 0:
                 break
-        if not out and partitions is not None and self._starved:
+        if out:
+            if self._asked:
+                self._asked = frozenset()
+        elif partitions is not None and self._starved:
             # a reader of some partitions only (getmany(*partitions)) gets nothing while
-            # the others' data fills the bound: let theirs go (refetched when read), or
-            # its partitions would never be fetched again
-            for tp in [tp for tp in buffer if tp not in partitions]:
+            # the others' data fills the bound: its partitions go first in the next
+            # fetch, and enough of the others' data goes to make room for them, most
+            # recently fetched first (refetched when read); letting all of it go made a
+            # round-robin reader of one partition at a time refetch nearly everything
+            self._asked = frozenset(partitions)
+            need = min(self._fair_share(), self.config.max_partition_fetch_bytes * len(partitions))
+            served = self._served
+            others = sorted(
+                (tp for tp in buffer if tp not in partitions),
+                key=lambda tp: served.get(tp, 0),
+                reverse=True,
+            )
+            for tp in others:
+                if self.budget.free >= need:
+                    break
                 self._drop(tp)
                 freed = True
         if freed:
@@ -431,14 +449,20 @@ class Fetcher:
         if len(self._served) > 2 * len(states):
             self._served = {tp: n for tp, n in self._served.items() if tp in states}
 
-    def _evict_paused(self) -> bool:
+    def _evict_paused(self, need: int = 1) -> bool:
         """The budget is full while partitions wait to be fetched: drop what paused
-        partitions hold (refetched on resume). True if that freed something."""
-        free = self.budget.free
-        for tp, queue in list(self._buffer.items()):
-            if queue[0].state.paused:
-                self._drop(tp)
-        return self.budget.free > free
+        partitions hold (refetched on resume), most recently fetched first, until
+        ``need`` bytes are free (the rest stays for their resume: a consumer pausing
+        for backpressure keeps most of its prefetch). True if that freed something."""
+        budget, served = self.budget, self._served
+        free = budget.free
+        paused = [tp for tp, queue in self._buffer.items() if queue[0].state.paused]
+        paused.sort(key=lambda tp: served.get(tp, 0), reverse=True)
+        for tp in paused:
+            if budget.free >= need:
+                break
+            self._drop(tp)
+        return budget.free > free
 
     def _routes(self) -> tuple[dict[int, dict[TopicPartition, PartitionFetch]], bool]:
         """Fetchable partitions by the node to fetch them from; True if some have no leader."""
@@ -545,9 +569,15 @@ class Fetcher:
             if not max_bytes:
                 # the buffer is at its bound: wait until the application drains some
                 # (drain wakes the loops), unless paused partitions' data can go
-                if self._evict_paused():
+                need = self.config.max_partition_fetch_bytes * len(wanted)
+                if self._evict_paused(min(need, self._fair_share())):
                     continue
                 self._starved.add(node)
+                if self._data.awaited():
+                    # a reader of other partitions only (getone(*partitions)) may wait
+                    # for data no fetch can bring now: let it look again, and let the
+                    # others' data go (drain), or it waits forever
+                    self._data.set()
                 try:
                     await waiter.wait()
                 finally:
@@ -653,14 +683,17 @@ class Fetcher:
         config = self.config
         topics: dict[str, FetchTopic] = {}
         # oversized partitions first (only the first partition may exceed the limits),
+        # then those a reader of some partitions only waits for at the bound (drain),
         # then those with nothing buffered, then those served longest ago: a broker
         # fills a full fetch in request order, up to max_bytes (an incremental one in
         # its session's order, moving partitions that returned data to its end)
         oversized, buffer, served = self._oversized, self._buffer, self._served
+        asked = self._asked
         order = sorted(
             plan.send.items(),
             key=lambda item: (
                 item[0] not in oversized,
+                item[0] not in asked,
                 item[0] in buffer,
                 served.get(item[0], 0),
             ),

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from aiokproto.consumer import Consumer, ConsumerRecord
 from aiokproto.errors import ConsumerStoppedError
 from aiokproto.structs import TopicPartition
@@ -112,3 +114,53 @@ async def test_stop_ends_fetch_loops_waiting_at_the_bound(kafka: Any, topic_name
         done = await asyncio.gather(getter, return_exceptions=True)
     assert isinstance(done[0], ConsumerStoppedError)
     assert budget.buffered == 0 and budget.reserved == 0
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_a_rebalance_at_the_bound_frees_the_revoked_partitions_bytes(
+    kafka: Any, topic_name: str, protocol: str
+) -> None:
+    # a member behind on 8 partitions holds the bound; a second joins and takes some:
+    # the first one's buffer then holds its own partitions' data only (the budget equals
+    # it), both go on, and together they hand out every record
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=8)
+    records = [(p, None, bytes(1000), None) for _ in range(40) for p in range(8)]
+    await aproduce(kafka.bootstrap_servers, topic_name, records, **{"linger.ms": 20})
+    options: dict[str, Any] = {
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "group_id": topic_name,
+        "group_protocol": protocol,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "fetch_buffer_max_bytes": 32 * 1024,
+        "max_partition_fetch_bytes": 8 * 1024,
+    }
+    seen: set[tuple[int, int]] = set()
+
+    async def take(consumer: Consumer, n: int) -> None:
+        for tp, recs in (await consumer.getmany(timeout_ms=200, max_records=n)).items():
+            seen.update((tp.partition, r.offset) for r in recs)
+
+    async with Consumer(**options) as first:
+        first.subscribe([topic_name])
+        budget = first._fetcher.budget
+        async with asyncio.timeout(30):
+            while budget.buffered < 24 * 1024:
+                await take(first, 1)
+            async with Consumer(**options) as second:
+                second.subscribe([topic_name])
+                while len(first.assignment()) == 8 or not second.assignment():
+                    await take(first, 1)
+                    await take(second, 1)
+                await take(first, 1)
+                fetcher = first._fetcher
+                mine = first.assignment()
+                assert set(fetcher._buffer) <= mine
+                frames = {id(fd.frame): fd.frame for q in fetcher._buffer.values() for fd in q}
+                held = sum(fd.charged for q in fetcher._buffer.values() for fd in q)
+                held += sum(f.charged for f in frames.values() if f is not None)
+                assert budget.buffered == held
+                while len(seen) < len(records):
+                    await take(first, 100)
+                    await take(second, 100)
+    assert seen == {(p, i) for p in range(8) for i in range(40)}

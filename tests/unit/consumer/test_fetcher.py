@@ -573,6 +573,7 @@ async def test_evicting_paused_data_drops_only_paused_partitions() -> None:
             FetchResponsePartitionData(partition_index=1, high_watermark=1, records=data),
         ],
     )
+    fetcher.budget.limit = fetcher.budget.buffered  # at the bound
     assert fetcher._evict_paused() is False
     subs.pause(TP)
     assert fetcher._evict_paused() is True
@@ -589,7 +590,262 @@ async def test_a_reader_of_one_partition_is_not_starved_by_the_others_at_the_bou
         assert fetcher.drain(10, [TP]) == {}  # a reader of TP gets nothing...
         assert fetcher._buffer == {}  # ...so TP1's data makes room (fetched again later)
         await settled(conn)
-        assert [r.offset for r in fetcher.drain(10, [TP])[TP]] == [0]
+        # TP goes first in the fetches now: both bring its records
+        assert [r.offset for r in fetcher.drain(10, [TP])[TP]] == [0, 1]
         assert subs.position(TP1) == 0
     finally:
         await fetcher.close()
+
+
+async def test_a_reader_of_one_partition_is_woken_when_another_broker_s_loop_starves() -> None:
+    # t-1 (node 1) fills the bound and stops (prefetch depth); t-0's broker (node 2)
+    # answers its long poll empty only then: its loop waits for room, and a getone(t-0)
+    # already waiting must be woken to let t-1's data go, or it waits forever
+    fetcher, subs = make_two()
+    snap = fetcher.client.metadata.snapshot
+    fetcher.client.metadata.snapshot = ClusterSnapshot(  # type: ignore[attr-defined]
+        brokers=snap.brokers,
+        topics=MappingProxyType(
+            {
+                "t": TopicInfo(
+                    "t",
+                    TOPIC_ID,
+                    MappingProxyType({p: PartitionInfo("t", p, 2 - p, 5) for p in (0, 1)}),
+                )
+            }
+        ),
+    )
+
+    class Network(KafkaLikeConnection):
+        async def send(self, request: Any, version: int, timeout_ms: int) -> FetchResponse:
+            await asyncio.sleep(0)  # a round trip: the other loop runs meanwhile
+            return await super().send(request, version, timeout_ms)
+
+    fills = Network()
+    fills.only = {1}
+    size = len(batch(0, [fills.value]))
+    fetcher.budget.limit = 2 * size
+    polled = asyncio.Event()
+    answer = asyncio.Event()
+
+    class LongPoll(KafkaLikeConnection):
+        async def send(self, request: Any, version: int, timeout_ms: int) -> FetchResponse:
+            if not answer.is_set():
+                polled.set()
+                await answer.wait()  # the broker's long poll, then nothing yet
+                return FetchResponse(responses=[])
+            return await super().send(request, version, timeout_ms)
+
+    slow = LongPoll()
+
+    async def connection(node: int, _purpose: str) -> KafkaLikeConnection:
+        return fills if node == 1 else slow
+
+    async def getone() -> int:
+        while True:
+            waiter = fetcher.data_waiter()
+            for recs in fetcher.drain(1, [TP]).values():
+                return recs[0].offset
+            await waiter.wait()
+
+    fetcher.client.connection = connection  # type: ignore[attr-defined]
+    fetcher._node_tasks.start(2, fetcher._node_loop)
+    await polled.wait()  # node 2's fetch is out, holding its share
+    fetcher._node_tasks.start(1, fetcher._node_loop)
+    try:
+        await settled(fills)
+        assert fetcher.budget.buffered == 2 * size and list(fetcher._buffer) == [TP1]
+        reader = asyncio.create_task(getone())
+        await settled(fills)
+        answer.set()  # the long poll ends empty: node 2's loop now waits for room
+        async with asyncio.timeout(2):
+            assert await reader == 0
+        assert subs.position(TP1) == 0  # its data went, to be fetched again
+    finally:
+        await fetcher.close()
+
+
+def accounted(fetcher: Fetcher) -> int:
+    """What the buffered data holds by its own bookkeeping (each response kept whole
+    once, each copy once): the budget's count must be exactly this."""
+    frames = {id(fd.frame): fd.frame for q in fetcher._buffer.values() for fd in q if fd.frame}
+    own = sum(fd.charged for q in fetcher._buffer.values() for fd in q)
+    return own + sum(frame.charged for frame in frames.values() if frame is not None)
+
+
+async def test_the_accounting_returns_to_zero_through_every_way_data_leaves() -> None:
+    # failed, cancelled, refused and revoked fetches, seeks and pauses while fetches are
+    # out, partial reads and reads of one partition, round after round: the budget
+    # always equals what is buffered, nothing stays reserved once no fetch is out, and
+    # every offset is handed out once, in order
+    fetcher, subs = make_two()
+    fetcher.client.config, _ = split_options(  # type: ignore[attr-defined]
+        {"bootstrap_servers": "h:1", "retry_backoff_ms": 1}, (), "test"
+    )
+    gate = asyncio.Event()
+
+    class Scripted(KafkaLikeConnection):
+        mode = "data"
+
+        async def send(self, request: Any, version: int, timeout_ms: int) -> FetchResponse:
+            await asyncio.sleep(0)
+            if self.mode == "fail":
+                raise ConnectionResetError("the broker went away")
+            if self.mode == "hang":
+                await gate.wait()
+            response = await super().send(request, version, timeout_ms)
+            if self.mode == "refuse":  # NOT_LEADER_OR_FOLLOWER for every partition
+                for t in response.responses:
+                    for p in t.partitions:
+                        p.error_code, p.records = 6, None
+            return response
+
+    conn = Scripted(value_size=200)
+    size = len(batch(0, [conn.value]))
+    fetcher.budget.limit = 3 * size
+
+    async def connection(_node: int, _purpose: str) -> KafkaLikeConnection:
+        return conn
+
+    fetcher.client.connection = connection  # type: ignore[attr-defined]
+    seen: dict[TopicPartition, list[int]] = {TP: [], TP1: []}
+
+    def take(n: int, *only: TopicPartition) -> None:
+        for tp, recs in fetcher.drain(n, only or None).items():
+            seen[tp] += [r.offset for r in recs]
+        assert fetcher.budget.buffered == accounted(fetcher)
+
+    async def run() -> None:
+        await asyncio.sleep(0.005)  # back-offs (1 ms) end
+        fetcher.wake()
+        await settled(conn)
+        assert fetcher.budget.buffered == accounted(fetcher)
+
+    fetcher._node_tasks.start(1, fetcher._node_loop)
+    for _ in range(3):
+        await run()
+        take(1)
+        for mode in ("fail", "refuse"):
+            conn.mode = mode
+            take(1)
+            await run()
+            conn.mode = "data"
+        await run()
+        # TP1 revoked, TP seeked to where it is, both while a fetch is out
+        conn.mode, gate = "hang", asyncio.Event()
+        take(10)
+        await run()
+        assert fetcher.budget.reserved > 0
+        subs.assign([TP])
+        subs.seek(TP, subs.position(TP))  # type: ignore[arg-type]
+        gate.set()
+        conn.mode = "data"
+        await run()
+        subs.assign([TP, TP1])
+        subs.seek(TP1, seen[TP1][-1] + 1 if seen[TP1] else 0)
+        await run()
+        subs.pause(TP)  # paused at the bound: its data goes for TP1's
+        take(1)
+        await run()
+        take(1, TP1)
+        subs.resume(TP)
+        await run()
+        take(1, TP)  # a reader of one partition only
+        await run()
+        take(2)
+        assert fetcher.budget.reserved == 0
+    conn.mode, gate = "hang", asyncio.Event()
+    take(100)
+    await run()
+    assert fetcher.budget.reserved > 0
+    await fetcher.close()  # cancels the fetch that is out
+    assert (fetcher.budget.buffered, fetcher.budget.reserved) == (0, 0)
+    for offsets in seen.values():
+        assert offsets == list(range(len(offsets))) and len(offsets) >= 6
+
+
+async def test_a_reader_of_one_partition_at_a_time_at_the_bound_gets_it_fetched_first() -> None:
+    # getmany(tp) over 16 partitions in turn, waiting when there is nothing, with room
+    # for 4 batches: each call's partition goes first in the next fetch and only the
+    # room it needs is freed (letting all the others' data go refetched everything and
+    # still left most calls with nothing: 100 of 320 got records, 1,919 fetches)
+    fetcher, subs, client = make()
+    tps = [TopicPartition("t", p) for p in range(16)]
+    client.metadata.snapshot = ClusterSnapshot(
+        brokers=client.metadata.snapshot.brokers,
+        topics=MappingProxyType(
+            {
+                "t": TopicInfo(
+                    "t",
+                    TOPIC_ID,
+                    MappingProxyType(
+                        {tp.partition: PartitionInfo("t", tp.partition, 1, 5) for tp in tps}
+                    ),
+                )
+            }
+        ),
+    )
+    subs.assign(tps)
+    for tp in tps:
+        subs.seek(tp, 0)
+    conn = KafkaLikeConnection()
+    fetcher.budget.limit = 4 * len(batch(0, [conn.value]))
+
+    async def connection(_node: int, _purpose: str) -> KafkaLikeConnection:
+        return conn
+
+    fetcher.client.connection = connection  # type: ignore[attr-defined]
+    fetcher._node_tasks.start(1, fetcher._node_loop)
+    try:
+        for _ in range(5):
+            for tp in tps:
+                await settled(conn)
+                got = fetcher.drain(500, [tp])
+                if not got:  # the reader waits for its partition's records
+                    await settled(conn)
+                    got = fetcher.drain(500, [tp])
+                assert got, f"nothing for {tp} after a fetch"
+        assert len(conn.requests) <= 2 * 5 * len(tps)
+        assert fetcher.budget.buffered == accounted(fetcher)
+    finally:
+        await fetcher.close()
+
+
+async def test_evicting_paused_data_frees_only_the_room_asked_for() -> None:
+    # three paused partitions' data at the bound: a fetch needing one answer's room
+    # drops one of them (the most recently fetched), not all: a consumer pausing for
+    # backpressure keeps the rest of its prefetch
+    fetcher, subs, client = make()
+    tps = [TopicPartition("t", p) for p in range(3)]
+    client.metadata.snapshot = ClusterSnapshot(
+        brokers=client.metadata.snapshot.brokers,
+        topics=MappingProxyType(
+            {
+                "t": TopicInfo(
+                    "t",
+                    TOPIC_ID,
+                    MappingProxyType(
+                        {tp.partition: PartitionInfo("t", tp.partition, 1, 5) for tp in tps}
+                    ),
+                )
+            }
+        ),
+    )
+    subs.assign(tps)
+    data = batch(0, [b"a" * 300])
+    for tp in tps:
+        subs.seek(tp, 0)
+        plan = FetchSession().plan({tp: fetcher._routes()[0][1][tp]})
+        part = FetchResponsePartitionData(
+            partition_index=tp.partition, high_watermark=9, records=data
+        )
+        response = FetchResponse(
+            responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=[part])]
+        )
+        fetcher._handle_response(1, plan, response, 16, {tp: subs.states()[tp]})
+    fetcher.budget.limit = fetcher.budget.buffered
+    subs.pause(*tps)
+    assert fetcher._evict_paused(len(data)) is True
+    assert list(fetcher._buffer) == tps[:2]  # the last fetched went
+    assert fetcher.budget.buffered == 2 * len(data) == fetcher.budget.limit - len(data)
+    assert fetcher._evict_paused(len(data)) is False  # there is room already
