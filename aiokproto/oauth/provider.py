@@ -237,6 +237,8 @@ class OAuthClientCredentials:
             self._waiters -= 1
             if self._waiters == 0 and not task.done():
                 task.cancel()  # nobody wants it any more (the client closed)
+                if self._inflight is task:  # a caller coming next starts afresh
+                    self._inflight = None  # (joining a cancelled fetch fails it)
             if self._inflight is task and task.done():
                 self._inflight = None
 

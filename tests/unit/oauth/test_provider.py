@@ -446,3 +446,26 @@ async def test_security_config_takes_it_and_the_broker_refusal_names_the_audienc
     hint = getattr(mechanism, "hint", "")
     assert "aud='other'" in hint and "iss='https://idp'" in hint
     assert "sasl.oauthbearer.expected.audience" in hint
+
+
+async def test_a_caller_arriving_as_the_last_one_is_cancelled_gets_a_fresh_fetch() -> None:
+    # the last caller's cancellation cancels the fetch; a caller coming in before that
+    # fetch has wound down must start its own, not join the dying one (it got
+    # CancelledError, as if it had been cancelled itself)
+    calls = [0]
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        calls[0] += 1
+        if calls[0] == 1:
+            await asyncio.Event().wait()  # the first fetch hangs until cancelled
+        return httpx.Response(200, json={"access_token": f"t{calls[0]}", "expires_in": 60})
+
+    tokens = OAuthClientCredentials(URL, "svc", "s", transport=httpx.MockTransport(answer))
+    first = asyncio.create_task(tokens.token())
+    await asyncio.sleep(0.01)
+    first.cancel()
+    second = asyncio.create_task(tokens.token())
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert await asyncio.wait_for(second, 2) == "t2"
+    assert tokens.fetches == 1
