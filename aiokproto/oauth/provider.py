@@ -399,6 +399,14 @@ def _retryable(status: int) -> bool:
 def _verify(
     context: ssl.SSLContext | None, cafile: str | None, verify: bool
 ) -> ssl.SSLContext | bool:
+    # checked here: httpx reads a str verify as a CA path, and would fail (or trust
+    # the wrong thing) only at the first fetch
+    if context is not None and not isinstance(context, ssl.SSLContext):
+        raise KafkaConfigError(f"ssl_context must be an ssl.SSLContext, not {context!r}")
+    if cafile is not None and not isinstance(cafile, str | Path):
+        raise KafkaConfigError(f"ssl_cafile must be a path (str), not {cafile!r}")
+    if not isinstance(verify, bool):
+        raise KafkaConfigError(f"ssl_verify must be True or False, not {verify!r}")
     if context is not None:
         return context
     if cafile is None:

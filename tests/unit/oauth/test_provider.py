@@ -409,6 +409,9 @@ def test_a_key_of_the_wrong_kind_or_unreadable_is_a_config_error(tmp_path: Path)
         ((URL, "svc", "s"), {"retry_backoff_max_ms": True}, "retry_backoff_max_ms"),
         ((URL, "svc", "s"), {"refresh_window_factor": 2.0}, "window.factor"),
         ((URL, "svc", "s"), {"ssl_cafile": "/nonexistent/ca.pem"}, "CA file"),
+        ((URL, "svc", "s"), {"ssl_cafile": 5}, "ssl_cafile must be a path"),
+        ((URL, "svc", "s"), {"ssl_verify": "false"}, "ssl_verify must be True or False"),
+        ((URL, "svc", "s"), {"ssl_context": "ctx"}, "ssl_context must be an ssl.SSLContext"),
     ],
 )
 def test_bad_settings_fail_at_construction(
