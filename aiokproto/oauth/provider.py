@@ -279,7 +279,9 @@ class OAuthClientCredentials:
                         token = parse_token_response(response.content, self._clock(), url)
                         self._store(token)
                         return token
-                    failure = self._refusal(response.status_code, response.content)
+                    failure = self._refusal(
+                        response.status_code, response.content, response.headers.get("location")
+                    )
                     if not _retryable(response.status_code):
                         raise failure
                 elapsed = time.monotonic() - started
@@ -354,7 +356,7 @@ class OAuthClientCredentials:
         )
         return signing_input + "." + b64url(_sign(self._key, self._algorithm, signing_input))
 
-    def _refusal(self, status: int, body: bytes) -> OAuthTokenError:
+    def _refusal(self, status: int, body: bytes, location: str | None) -> OAuthTokenError:
         url, detail = self.token_endpoint_url, error_text(body)
         if status == 401 or "invalid_client" in detail:
             what = "client secret" if self._secret is not None else "client assertion key"
@@ -371,6 +373,11 @@ class OAuthClientCredentials:
             )
         elif status == 404:
             fix = "check sasl.oauthbearer.token.endpoint.url: no such path"
+        elif 300 <= status < 400:  # a POST with credentials is not followed elsewhere
+            fix = (
+                f"it redirects to {location!r}: set sasl.oauthbearer.token.endpoint.url "
+                "to the token endpoint itself"
+            )
         else:
             fix = "the identity provider failed" if status >= 500 else "the request was refused"
         return OAuthTokenError(

@@ -133,6 +133,12 @@ def parse_token_response(body: bytes, now: float, url: str) -> AccessToken:
             f"the token endpoint {url} answered with JSON {type(doc).__name__}, not an object",
             status=200,
         )
+    if "access_token" not in doc and isinstance(doc.get("error"), str):
+        # some identity providers refuse with 200 and an RFC 6749 section 5.2 body
+        raise OAuthTokenError(
+            f"the token endpoint {url} answered 200 with an error: {error_text(body)}",
+            status=200,
+        )
     value = doc.get("access_token")
     if not isinstance(value, str) or not value or any(c in value for c in " \x01\r\n"):
         raise OAuthTokenError(

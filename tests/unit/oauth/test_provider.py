@@ -141,12 +141,16 @@ async def test_a_failed_refresh_keeps_the_valid_token() -> None:
         (400, {"error": "invalid_scope"}, "check the scope"),
         (400, {"error": "unauthorized_client"}, "does not allow client 'svc'"),
         (404, "not here", "no such path"),
+        (302, "", r"HTTP 302.*redirects to 'https://idp/login'"),
+        (200, {"error": "invalid_client", "error_description": "bad secret"}, "invalid_client"),
     ],
 )
 async def test_refusals_are_not_retried_and_name_the_fix(
     status: int, body: object, match: str
 ) -> None:
-    endpoint = Endpoint(lambda n: httpx.Response(status, json=body))
+    endpoint = Endpoint(
+        lambda n: httpx.Response(status, json=body, headers={"location": "https://idp/login"})
+    )
     with pytest.raises(OAuthTokenError, match=match) as info:
         await make(endpoint, scope="kafka").token()
     assert info.value.status == status
