@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import json
 import logging
 import random
@@ -253,6 +254,7 @@ class OAuthClientCredentials:
         ) as http:
             while True:
                 attempt += 1
+                asked_s = 0.0  # how long the endpoint asked us to wait (Retry-After)
                 form, headers = self._request()
                 try:
                     response = await http.post(url, data=form, headers=headers)
@@ -284,15 +286,21 @@ class OAuthClientCredentials:
                     )
                     if not _retryable(response.status_code):
                         raise failure
+                    asked_s = _retry_after(response.headers.get("retry-after"), self._clock())
                 elapsed = time.monotonic() - started
-                if elapsed >= budget_s:
+                if elapsed >= budget_s or elapsed + asked_s > budget_s:
+                    asked = f"; it asked to wait {asked_s:.0f} s" if asked_s else ""
                     raise OAuthTokenError(
                         f"{failure} (gave up after {attempt} attempts in {elapsed:.1f} s: "
-                        "sasl.login.retry.backoff.max.ms)",
+                        f"sasl.login.retry.backoff.max.ms{asked})",
                         status=failure.status,
                     ) from failure
+                # a rate-limited or busy endpoint's Retry-After is a floor, not hammered
                 wait = min(
-                    backoff_s(attempt, self._retry_backoff_ms, self._retry_backoff_max_ms),
+                    max(
+                        backoff_s(attempt, self._retry_backoff_ms, self._retry_backoff_max_ms),
+                        asked_s,
+                    ),
                     budget_s - elapsed,
                 )
                 log.info(
@@ -397,6 +405,21 @@ def _tls_error(exc: BaseException) -> ssl.SSLError | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _retry_after(value: str | None, now: float) -> float:
+    """Seconds a ``Retry-After`` header asks to wait (delay-seconds or an HTTP date),
+    0 when absent or unreadable."""
+    if value is None:
+        return 0.0
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, when.timestamp() - now) if when.tzinfo is not None else 0.0
 
 
 def _retryable(status: int) -> bool:

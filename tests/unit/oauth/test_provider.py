@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import json
 import pickle
 import time
@@ -173,6 +174,23 @@ async def test_retries_stop_at_the_backoff_maximum() -> None:
         await make(endpoint, retry_backoff_ms=20, retry_backoff_max_ms=300).token()
     assert time.monotonic() - started < 1.0
     assert len(endpoint.requests) >= 3
+
+
+async def test_a_retry_after_is_waited_for_or_ends_the_retries_when_too_long() -> None:
+    endpoint = Endpoint()
+    endpoint.reply = lambda n: (
+        endpoint.token() if n == 2 else httpx.Response(429, headers={"retry-after": "1"})
+    )
+    started = time.monotonic()
+    await make(endpoint, retry_backoff_ms=10, retry_backoff_max_ms=3000).token()
+    assert len(endpoint.requests) == 2
+    assert time.monotonic() - started >= 0.95  # not 10 ms later
+    date = email.utils.formatdate(time.time() + 60, usegmt=True)
+    endpoint = Endpoint(lambda n: httpx.Response(503, headers={"retry-after": date}))
+    started = time.monotonic()
+    with pytest.raises(OAuthTokenError, match=r"HTTP 503.*asked to wait (59|60) s"):
+        await make(endpoint, retry_backoff_ms=10, retry_backoff_max_ms=3000).token()
+    assert len(endpoint.requests) == 1 and time.monotonic() - started < 1
 
 
 async def test_missing_or_zero_expires_in_is_refused() -> None:
