@@ -46,6 +46,8 @@ log = logging.getLogger("aiokproto.oauth")
 INSTALL_HINT = "pip install 'aiokproto[oauth]'"
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 ASSERTION_ALGORITHMS = ("RS256", "ES256")
+MAX_BODY = 1 << 20
+"""The largest token endpoint answer read (bytes)."""
 
 
 def _import_httpx() -> Any:
@@ -257,7 +259,8 @@ class OAuthClientCredentials:
                 asked_s = 0.0  # how long the endpoint asked us to wait (Retry-After)
                 form, headers = self._request()
                 try:
-                    response = await http.post(url, data=form, headers=headers)
+                    async with http.stream("POST", url, data=form, headers=headers) as response:
+                        body = await _read_body(response, url)
                 except httpx.TimeoutException as exc:
                     failure = OAuthTokenError(
                         f"the token endpoint {url} did not answer in time "
@@ -278,11 +281,11 @@ class OAuthClientCredentials:
                     )
                 else:
                     if 200 <= response.status_code < 300:
-                        token = parse_token_response(response.content, self._clock(), url)
+                        token = parse_token_response(body, self._clock(), url)
                         self._store(token)
                         return token
                     failure = self._refusal(
-                        response.status_code, response.content, response.headers.get("location")
+                        response.status_code, body, response.headers.get("location")
                     )
                     if not _retryable(response.status_code):
                         raise failure
@@ -405,6 +408,22 @@ def _tls_error(exc: BaseException) -> ssl.SSLError | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+async def _read_body(response: httpx.Response, url: str) -> bytes:
+    """The answer's body, refused past ``MAX_BODY`` (a token answer is a few KB: a
+    wrong URL may serve a download, read into memory whole before)."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise OAuthTokenError(
+                f"the token endpoint {url} answered HTTP {response.status_code} with more "
+                f"than {MAX_BODY // 1024} KiB (is sasl.oauthbearer.token.endpoint.url the "
+                "token endpoint?)",
+                status=response.status_code,
+            )
+    return bytes(body)
 
 
 def _retry_after(value: str | None, now: float) -> float:

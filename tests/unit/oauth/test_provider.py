@@ -193,6 +193,17 @@ async def test_a_retry_after_is_waited_for_or_ends_the_retries_when_too_long() -
     assert len(endpoint.requests) == 1 and time.monotonic() - started < 1
 
 
+async def test_an_endless_answer_is_refused_past_the_body_limit() -> None:
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"x" * 65536
+
+    endpoint = Endpoint(lambda n: httpx.Response(200, content=endless()))
+    with pytest.raises(OAuthTokenError, match="more than 1024 KiB") as info:
+        await asyncio.wait_for(make(endpoint).token(), 5)
+    assert info.value.status == 200 and len(endpoint.requests) == 1
+
+
 async def test_missing_or_zero_expires_in_is_refused() -> None:
     for doc in ({"access_token": "opaque"}, {"access_token": "opaque", "expires_in": 0}):
         endpoint = Endpoint(lambda n, doc=doc: httpx.Response(200, json=doc))  # type: ignore[misc]
