@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +36,7 @@ _NAMES: dict[str, tuple[str, str]] = {
 _HANDLER_NAME = "sasl.login.callback.handler.class"
 _HANDLER_CLASS = "OAuthBearerLoginCallbackHandler"
 _LOGIN_MODULE = "OAuthBearerLoginModule"
+_PREFIX = "sasl.oauthbearer."
 JAVA_NAMES = frozenset({*_NAMES, _HANDLER_NAME})
 """Every Java name this module reads (besides an OAuth ``sasl.jaas.config``)."""
 
@@ -55,7 +57,11 @@ def split_oauth(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str
     rest: dict[str, str] = {}
     oauth: dict[str, str] = {}
     for name, value in props.items():
-        if name in JAVA_NAMES or (name == "sasl.jaas.config" and is_oauth_jaas(value)):
+        if (
+            name in JAVA_NAMES
+            or name.startswith(_PREFIX)  # a misspelt one is named by provider_options
+            or (name == "sasl.jaas.config" and is_oauth_jaas(value))
+        ):
             oauth[name] = value
         else:
             rest[name] = value
@@ -76,6 +82,13 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
     Empty when none is set."""
     if not props:
         return {}
+    strange = sorted(set(props) - JAVA_NAMES - {"sasl.jaas.config"})
+    if strange:  # before "needs ...url": a misspelt url is the likely cause of that
+        raise KafkaConfigError(
+            "unknown OAuth client setting(s): "
+            + ", ".join(prefix + name + _did_you_mean(name) for name in strange)
+            + " (the broker's sasl.oauthbearer.* settings do not go in a client's)"
+        )
     kwargs: dict[str, Any] = {}
     extensions: dict[str, str] = {}
     jaas = props.get("sasl.jaas.config")
@@ -114,6 +127,11 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
             'or clientId="..." in an OAuthBearerLoginModule sasl.jaas.config'
         )
     return kwargs
+
+
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(name, sorted(_NAMES), n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _read(name: str, text: str, kind: str) -> object:

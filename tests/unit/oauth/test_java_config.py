@@ -112,6 +112,18 @@ def test_plain_jaas_is_not_taken() -> None:
             {"sasl.jaas.config": f'{MODULE} required tenant="x";'},
             "option 'tenant' is not supported",
         ),
+        (  # a typo is named, not reported as the url missing
+            {
+                "sasl.oauthbearer.token.endpoint.uri": URL,
+                "sasl.oauthbearer.client.credentials.client.id": "svc",
+            },
+            r"unknown OAuth client setting\(s\): kafka\.sasl\.oauthbearer\.token\.endpoint"
+            r"\.uri \(did you mean sasl\.oauthbearer\.token\.endpoint\.url\?\)",
+        ),
+        (
+            {"sasl.oauthbearer.token.endpoint.url": URL, "sasl.oauthbearer.expected.audience": "k"},
+            r"kafka\.sasl\.oauthbearer\.expected\.audience \(the broker's",
+        ),
     ],
 )
 def test_mistakes_name_the_property(props: dict[str, str], match: str) -> None:
