@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -184,7 +185,9 @@ def parse_token_response(body: bytes, now: float, url: str) -> AccessToken:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    # finite: an exp of NaN (JSON parsers take it) compared false with every time and
+    # made each token() call fetch again
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def error_text(body: bytes) -> str:
