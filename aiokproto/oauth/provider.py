@@ -121,6 +121,9 @@ class OAuthClientCredentials:
                 "(sasl.oauthbearer.client.credentials.client.secret) and private_key_file "
                 "(sasl.oauthbearer.assertion.private.key.file)"
             )
+        if client_secret is not None and (not isinstance(client_secret, str) or not client_secret):
+            # an empty clientSecret="" would be sent and refused at every fetch
+            raise KafkaConfigError("the OAuth client secret must be a non-empty str")
         if assertion_algorithm not in ASSERTION_ALGORITHMS:
             raise KafkaConfigError(
                 f"assertion_algorithm must be one of {', '.join(ASSERTION_ALGORITHMS)}, "

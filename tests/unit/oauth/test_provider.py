@@ -436,6 +436,8 @@ def test_a_key_of_the_wrong_kind_or_unreadable_is_a_config_error(tmp_path: Path)
         (("not a url", "svc", "s"), {}, "must be an http"),
         ((URL, "", "s"), {}, "client id"),
         ((URL, "svc"), {}, "exactly one of client_secret"),
+        ((URL, "svc", ""), {}, "client secret must be a non-empty str"),
+        ((URL, "svc", b"s"), {}, "client secret must be a non-empty str"),
         ((URL, "svc", "s"), {"private_key_file": "k.pem"}, "exactly one of"),
         ((URL, "svc", "s"), {"assertion_algorithm": "HS256"}, "RS256, ES256"),
         ((URL, "svc", "s"), {"read_timeout_ms": 0}, "read_timeout_ms"),
