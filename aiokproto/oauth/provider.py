@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from aiokproto.errors import KafkaConfigError
 from aiokproto.oauth.token import (
@@ -107,7 +107,12 @@ class OAuthClientCredentials:
         self._settings = {
             k: v for k, v in locals().items() if k not in ("self", "transport", "clock")
         }
-        parts = urlsplit(token_endpoint_url) if isinstance(token_endpoint_url, str) else None
+        parts = _url_parts(self._httpx, token_endpoint_url)
+        if parts is not None and (parts.username is not None or parts.password is not None):
+            raise KafkaConfigError(  # not echoed: errors and repr() show the URL
+                "sasl.oauthbearer.token.endpoint.url must not hold credentials "
+                "(user:password@): give them as client_id and client_secret"
+            )
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise KafkaConfigError(
                 "sasl.oauthbearer.token.endpoint.url must be an http(s) URL, not "
@@ -397,6 +402,20 @@ class OAuthClientCredentials:
         return OAuthTokenError(
             f"the token endpoint {url} answered HTTP {status} ({detail}): {fix}", status=status
         )
+
+
+def _url_parts(httpx: Any, url: object) -> SplitResult | None:
+    """The parts of a well-formed URL, else None: what httpx would refuse only at the
+    first fetch (a bad port, spaces, control characters) is refused at construction."""
+    if not isinstance(url, str) or url != url.strip() or not url.isprintable():
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL):
+        return None
+    return parts
 
 
 def _rebuild(settings: dict[str, Any]) -> OAuthClientCredentials:

@@ -434,6 +434,12 @@ def test_a_key_of_the_wrong_kind_or_unreadable_is_a_config_error(tmp_path: Path)
     [
         (("ftp://x/token", "svc", "s"), {}, "must be an http"),
         (("not a url", "svc", "s"), {}, "must be an http"),
+        (("http://127.0.0.1:99999/t", "svc", "s"), {}, "must be an http"),
+        (("http://127.0.0.1:x/t", "svc", "s"), {}, "must be an http"),
+        (("http://[::1/t", "svc", "s"), {}, "must be an http"),
+        ((URL + "\n", "svc", "s"), {}, "must be an http"),
+        ((" " + URL, "svc", "s"), {}, "must be an http"),
+        (("https://svc:pw@idp/t", "svc", "s"), {}, r"must not hold credentials \(user:pass"),
         ((URL, "", "s"), {}, "client id"),
         ((URL, "svc"), {}, "exactly one of client_secret"),
         ((URL, "svc", ""), {}, "client secret must be a non-empty str"),
