@@ -275,6 +275,11 @@ class OAuthClientCredentials:
                         f"({type(exc).__name__}; sasl.login.connect.timeout.ms / "
                         "sasl.login.read.timeout.ms)"
                     )
+                except httpx.DecodingError as exc:  # not a TransportError; a retry sends the same
+                    raise OAuthTokenError(
+                        f"the token endpoint {url} answered with a body that cannot be "
+                        f"decoded as its Content-Encoding header says: {exc}"
+                    ) from exc
                 except httpx.TransportError as exc:
                     tls = _tls_error(exc)
                     if tls is not None:  # a certificate will not change on retry

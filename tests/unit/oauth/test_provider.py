@@ -513,3 +513,21 @@ async def test_a_caller_arriving_as_the_last_one_is_cancelled_gets_a_fresh_fetch
         await first
     assert await asyncio.wait_for(second, 2) == "t2"
     assert tokens.fetches == 1
+
+
+async def test_an_undecodable_body_is_a_token_error_and_keeps_the_valid_token() -> None:
+    now = [0.0]
+    endpoint = Endpoint()
+    endpoint.reply = lambda n: (
+        httpx.Response(200, json={"access_token": "first", "expires_in": 100})
+        if n == 1
+        else httpx.Response(200, headers={"content-encoding": "gzip"}, content=b"not gzip")
+    )
+    tokens = make(endpoint, clock=lambda: now[0])
+    assert await tokens.token() == "first"
+    now[0] = 90.0  # past the refresh point: the refresh fails, the valid token stays
+    assert await tokens.token() == "first"
+    tokens.invalidate()
+    with pytest.raises(OAuthTokenError, match=r"cannot be decoded as its Content-Encoding"):
+        await tokens.token()
+    assert len(endpoint.requests) == 3  # not retried: the same body would come back
