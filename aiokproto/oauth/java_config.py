@@ -36,8 +36,11 @@ _NAMES: dict[str, tuple[str, str]] = {
 _HANDLER_NAME = "sasl.login.callback.handler.class"
 _HANDLER_CLASS = "OAuthBearerLoginCallbackHandler"
 _LOGIN_MODULE = "OAuthBearerLoginModule"
+#: Kafka 4.1+ picks the grant by class (KIP-1139): these two are the client credentials one
+_RETRIEVER_NAME = "sasl.oauthbearer.jwt.retriever.class"
+_RETRIEVER_CLASSES = ("ClientCredentialsJwtRetriever", "DefaultJwtRetriever")
 _PREFIX = "sasl.oauthbearer."
-JAVA_NAMES = frozenset({*_NAMES, _HANDLER_NAME})
+JAVA_NAMES = frozenset({*_NAMES, _HANDLER_NAME, _RETRIEVER_NAME})
 """Every Java name this module reads (besides an OAuth ``sasl.jaas.config``)."""
 
 # key="value" | key='value' | key=value inside a JAAS line
@@ -108,6 +111,13 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
         raise KafkaConfigError(
             f"{prefix}{_HANDLER_NAME}: only Java's {_HANDLER_CLASS} (the OIDC client "
             f"credentials login) has an aiokproto equivalent, not {handler.strip()!r}"
+        )
+    retriever = props.get(_RETRIEVER_NAME)
+    if retriever is not None and not retriever.strip().endswith(_RETRIEVER_CLASSES):
+        raise KafkaConfigError(
+            f"{prefix}{_RETRIEVER_NAME}: only the client credentials grant "
+            f"({' or '.join(_RETRIEVER_CLASSES)}) has an aiokproto equivalent, not "
+            f"{retriever.strip()!r}"
         )
     for java, text in props.items():
         if java not in _NAMES:

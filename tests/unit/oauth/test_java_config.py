@@ -22,6 +22,9 @@ MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 def test_kafka_4_property_names() -> None:
     props = {
         "sasl.login.callback.handler.class": HANDLER,
+        "sasl.oauthbearer.jwt.retriever.class": (
+            "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever"
+        ),
         "sasl.oauthbearer.token.endpoint.url": URL,
         "sasl.oauthbearer.client.credentials.client.id": "svc",
         "sasl.oauthbearer.client.credentials.client.secret": "s3cret",
@@ -107,6 +110,13 @@ def test_plain_jaas_is_not_taken() -> None:
         (
             {"sasl.login.retry.backoff.ms": "soon"},
             r"kafka\.sasl\.login\.retry\.backoff\.ms: expected a number",
+        ),
+        (
+            {
+                "sasl.oauthbearer.token.endpoint.url": URL,
+                "sasl.oauthbearer.jwt.retriever.class": "o.a.k.c.s.o.JwtBearerJwtRetriever",
+            },
+            r"retriever\.class: only the client credentials grant.*not 'o\.a\.k\.c\.s\.o\.Jwt",
         ),
         (
             {"sasl.jaas.config": f'{MODULE} required tenant="x";'},
