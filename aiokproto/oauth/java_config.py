@@ -23,6 +23,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "sasl.oauthbearer.assertion.algorithm": ("assertion_algorithm", "str"),
     "sasl.oauthbearer.assertion.claim.aud": ("assertion_audience", "str"),
     "sasl.oauthbearer.assertion.claim.exp.seconds": ("assertion_lifetime_s", "int"),
+    "sasl.oauthbearer.header.urlencode": ("header_urlencode", "bool"),
     "sasl.login.connect.timeout.ms": ("connect_timeout_ms", "int"),
     "sasl.login.read.timeout.ms": ("read_timeout_ms", "int"),
     "sasl.login.retry.backoff.ms": ("retry_backoff_ms", "int"),
@@ -146,6 +147,10 @@ def _did_you_mean(name: str) -> str:
 
 def _read(name: str, text: str, kind: str) -> object:
     text = text.strip()
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise KafkaConfigError(f"{name}: expected true or false, not {text!r}")
+        return text.lower() == "true"
     try:
         if kind == "int":
             return int(text)

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, quote_plus, urlsplit
 
 from aiokproto.errors import KafkaConfigError
 from aiokproto.oauth.token import (
@@ -87,6 +87,7 @@ class OAuthClientCredentials:
         assertion_audience: str | None = None,
         assertion_lifetime_s: int = 300,
         extensions: Mapping[str, str] | None = None,
+        header_urlencode: bool = False,
         ssl_cafile: str | None = None,
         ssl_verify: bool = True,
         ssl_context: ssl.SSLContext | None = None,
@@ -149,6 +150,11 @@ class OAuthClientCredentials:
         self.scope = scope
         self.audience = audience
         self._extensions = dict(extensions or {})
+        if not isinstance(header_urlencode, bool):
+            raise KafkaConfigError(
+                f"header_urlencode must be True or False, not {header_urlencode!r}"
+            )
+        self._urlencode = header_urlencode
         self._algorithm = assertion_algorithm
         self._assertion_audience = assertion_audience or token_endpoint_url
         self._assertion_lifetime_s = assertion_lifetime_s
@@ -349,7 +355,10 @@ class OAuthClientCredentials:
         if self.audience:
             form["audience"] = self.audience
         if self._secret is not None:
-            pair = f"{self.client_id}:{self._secret}".encode()
+            user, secret = self.client_id, self._secret
+            if self._urlencode:  # RFC 6749 section 2.3.1; Java's is off by default
+                user, secret = quote_plus(user, safe="*"), quote_plus(secret, safe="*")
+            pair = f"{user}:{secret}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         else:
             form["client_id"] = self.client_id

@@ -35,6 +35,7 @@ def test_kafka_4_property_names() -> None:
         "sasl.login.refresh.buffer.seconds": "120",
         "sasl.login.retry.backoff.ms": "200",
         "sasl.login.retry.backoff.max.ms": "5000",
+        "sasl.oauthbearer.header.urlencode": "TRUE",
         "sasl.login.connect.timeout.ms": "3000",
         "sasl.login.read.timeout.ms": "4000",
     }
@@ -51,6 +52,7 @@ def test_kafka_4_property_names() -> None:
         "retry_backoff_max_ms": 5000,
         "connect_timeout_ms": 3000,
         "read_timeout_ms": 4000,
+        "header_urlencode": True,
     }
 
 
@@ -117,6 +119,10 @@ def test_plain_jaas_is_not_taken() -> None:
                 "sasl.oauthbearer.jwt.retriever.class": "o.a.k.c.s.o.JwtBearerJwtRetriever",
             },
             r"retriever\.class: only the client credentials grant.*not 'o\.a\.k\.c\.s\.o\.Jwt",
+        ),
+        (
+            {"sasl.oauthbearer.header.urlencode": "yes"},
+            r"kafka\.sasl\.oauthbearer\.header\.urlencode: expected true or false",
         ),
         (
             {"sasl.jaas.config": f'{MODULE} required tenant="x";'},

@@ -79,6 +79,16 @@ async def test_the_request_is_a_client_credentials_grant_with_basic_auth() -> No
     assert "s3cret" not in repr(tokens)
 
 
+async def test_header_urlencode_encodes_the_basic_credentials() -> None:
+    endpoint = Endpoint()
+    tokens = OAuthClientCredentials(
+        URL, "svc id", "a+b%c:d", header_urlencode=True, transport=endpoint.transport()
+    )
+    await tokens.token()
+    sent = base64.b64decode(endpoint.requests[0].headers["authorization"].split()[1])
+    assert sent == b"svc+id:a%2Bb%25c%3Ad"
+
+
 async def test_the_token_is_cached_until_its_refresh_time() -> None:
     endpoint = Endpoint()
     now = [1000.0]
