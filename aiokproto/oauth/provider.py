@@ -167,6 +167,7 @@ class OAuthClientCredentials:
         self._timeout = self._httpx.Timeout(
             read_timeout_ms / 1000, connect=connect_timeout_ms / 1000
         )
+        self._exchange_s = (connect_timeout_ms + read_timeout_ms) / 1000
         self._retry_backoff_ms = retry_backoff_ms
         self._retry_backoff_max_ms = retry_backoff_max_ms
         self.refresh = RefreshConfig(
@@ -273,9 +274,12 @@ class OAuthClientCredentials:
                 asked_s = 0.0  # how long the endpoint asked us to wait (Retry-After)
                 form, headers = self._request()
                 try:
-                    async with http.stream("POST", url, data=form, headers=headers) as response:
-                        body = await _read_body(response, url)
-                except httpx.TimeoutException as exc:
+                    # httpx's read timeout is per read: an answer dripping a byte at a
+                    # time would never end, so the whole exchange is bounded too
+                    async with asyncio.timeout(self._exchange_s):
+                        async with http.stream("POST", url, data=form, headers=headers) as response:
+                            body = await _read_body(response, url)
+                except (httpx.TimeoutException, TimeoutError) as exc:
                     failure = OAuthTokenError(
                         f"the token endpoint {url} did not answer in time "
                         f"({type(exc).__name__}; sasl.login.connect.timeout.ms / "

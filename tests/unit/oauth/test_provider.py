@@ -293,6 +293,12 @@ async def server() -> AsyncIterator[Any]:
                 writer.write(b"\x00\xffnot http at all\r\n\r\n")
                 await writer.drain()
                 return
+            if state.mode == "drip":  # headers, then a byte now and then, never done
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                while True:
+                    writer.write(b" ")
+                    await writer.drain()
+                    await asyncio.sleep(0.05)
             if state.mode == "ok":
                 body = json.dumps({"access_token": "tok", "expires_in": 60}).encode()
                 writer.write(
@@ -323,6 +329,23 @@ async def test_an_endpoint_that_hangs_times_out(server: Any) -> None:
     started = time.monotonic()
     with pytest.raises(OAuthTokenError, match="did not answer in time"):
         await tokens.token()
+    assert time.monotonic() - started < 2
+
+
+async def test_an_endpoint_dripping_its_answer_times_out_as_a_whole(server: Any) -> None:
+    # httpx's read timeout is per read: a byte every 50 ms never trips a 300 ms one
+    server.mode = "drip"
+    tokens = OAuthClientCredentials(
+        server.url,
+        "svc",
+        "s",
+        connect_timeout_ms=200,
+        read_timeout_ms=300,
+        retry_backoff_max_ms=100,
+    )
+    started = time.monotonic()
+    with pytest.raises(OAuthTokenError, match="did not answer in time"):
+        await asyncio.wait_for(tokens.token(), 10)
     assert time.monotonic() - started < 2
 
 
