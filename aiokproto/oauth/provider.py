@@ -130,6 +130,14 @@ class OAuthClientCredentials:
         if client_secret is not None and (not isinstance(client_secret, str) or not client_secret):
             # an empty clientSecret="" would be sent and refused at every fetch
             raise KafkaConfigError("the OAuth client secret must be a non-empty str")
+        for name, text in (
+            ("scope", scope),
+            ("audience", audience),
+            ("assertion_audience", assertion_audience),
+        ):
+            # a list was sent as repeated form fields: OAuth wants one, space-separated
+            if text is not None and not isinstance(text, str):
+                raise KafkaConfigError(f"{name} must be a str, not {text!r}")
         if assertion_algorithm not in ASSERTION_ALGORITHMS:
             raise KafkaConfigError(
                 f"assertion_algorithm must be one of {', '.join(ASSERTION_ALGORITHMS)}, "

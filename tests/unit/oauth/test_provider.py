@@ -479,6 +479,8 @@ def test_a_key_of_the_wrong_kind_or_unreadable_is_a_config_error(tmp_path: Path)
         ((URL, "svc", b"s"), {}, "client secret must be a non-empty str"),
         ((URL, "svc", "s"), {"private_key_file": "k.pem"}, "exactly one of"),
         ((URL, "svc", "s"), {"assertion_algorithm": "HS256"}, "RS256, ES256"),
+        ((URL, "svc", "s"), {"scope": ["kafka", "read"]}, "scope must be a str"),
+        ((URL, "svc", "s"), {"audience": 5}, "audience must be a str"),
         ((URL, "svc", "s"), {"read_timeout_ms": 0}, "read_timeout_ms"),
         ((URL, "svc", "s"), {"retry_backoff_max_ms": True}, "retry_backoff_max_ms"),
         ((URL, "svc", "s"), {"refresh_window_factor": 2.0}, "window.factor"),
