@@ -88,10 +88,11 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
         return {}
     strange = sorted(set(props) - JAVA_NAMES - {"sasl.jaas.config"})
     if strange:  # before "needs ...url": a misspelt url is the likely cause of that
+        named = [(name, _did_you_mean(name)) for name in strange]
         raise KafkaConfigError(
             "unknown OAuth client setting(s): "
-            + ", ".join(prefix + name + _did_you_mean(name) for name in strange)
-            + " (the broker's sasl.oauthbearer.* settings do not go in a client's)"
+            + ", ".join(prefix + name + hint for name, hint in named)
+            + ("" if all(hint for _, hint in named) else " (a broker's setting, or unsupported)")
         )
     kwargs: dict[str, Any] = {}
     extensions: dict[str, str] = {}

@@ -129,7 +129,10 @@ class OAuthClientCredentials:
             )
         if client_secret is not None and (not isinstance(client_secret, str) or not client_secret):
             # an empty clientSecret="" would be sent and refused at every fetch
-            raise KafkaConfigError("the OAuth client secret must be a non-empty str")
+            raise KafkaConfigError(
+                "the OAuth client secret must be a non-empty str "
+                "(sasl.oauthbearer.client.credentials.client.secret)"
+            )
         for name, text in (
             ("scope", scope),
             ("audience", audience),

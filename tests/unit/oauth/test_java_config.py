@@ -138,7 +138,7 @@ def test_plain_jaas_is_not_taken() -> None:
         ),
         (
             {"sasl.oauthbearer.token.endpoint.url": URL, "sasl.oauthbearer.expected.audience": "k"},
-            r"kafka\.sasl\.oauthbearer\.expected\.audience \(the broker's",
+            r"kafka\.sasl\.oauthbearer\.expected\.audience \(a broker's setting",
         ),
     ],
 )
