@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "sasl.oauthbearer.assertion.algorithm": ("assertion_algorithm", "str"),
     "sasl.oauthbearer.assertion.claim.aud": ("assertion_audience", "str"),
     "sasl.oauthbearer.assertion.claim.exp.seconds": ("assertion_lifetime_s", "int"),
+    "sasl.oauthbearer.header.urlencode": ("header_urlencode", "bool"),
     "sasl.login.connect.timeout.ms": ("connect_timeout_ms", "int"),
     "sasl.login.read.timeout.ms": ("read_timeout_ms", "int"),
     "sasl.login.retry.backoff.ms": ("retry_backoff_ms", "int"),
@@ -35,7 +37,11 @@ _NAMES: dict[str, tuple[str, str]] = {
 _HANDLER_NAME = "sasl.login.callback.handler.class"
 _HANDLER_CLASS = "OAuthBearerLoginCallbackHandler"
 _LOGIN_MODULE = "OAuthBearerLoginModule"
-JAVA_NAMES = frozenset({*_NAMES, _HANDLER_NAME})
+#: Kafka 4.1+ picks the grant by class (KIP-1139): these two are the client credentials one
+_RETRIEVER_NAME = "sasl.oauthbearer.jwt.retriever.class"
+_RETRIEVER_CLASSES = ("ClientCredentialsJwtRetriever", "DefaultJwtRetriever")
+_PREFIX = "sasl.oauthbearer."
+JAVA_NAMES = frozenset({*_NAMES, _HANDLER_NAME, _RETRIEVER_NAME})
 """Every Java name this module reads (besides an OAuth ``sasl.jaas.config``)."""
 
 # key="value" | key='value' | key=value inside a JAAS line
@@ -55,7 +61,11 @@ def split_oauth(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str
     rest: dict[str, str] = {}
     oauth: dict[str, str] = {}
     for name, value in props.items():
-        if name in JAVA_NAMES or (name == "sasl.jaas.config" and is_oauth_jaas(value)):
+        if (
+            name in JAVA_NAMES
+            or name.startswith(_PREFIX)  # a misspelt one is named by provider_options
+            or (name == "sasl.jaas.config" and is_oauth_jaas(value))
+        ):
             oauth[name] = value
         else:
             rest[name] = value
@@ -76,6 +86,14 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
     Empty when none is set."""
     if not props:
         return {}
+    strange = sorted(set(props) - JAVA_NAMES - {"sasl.jaas.config"})
+    if strange:  # before "needs ...url": a misspelt url is the likely cause of that
+        named = [(name, _did_you_mean(name)) for name in strange]
+        raise KafkaConfigError(
+            "unknown OAuth client setting(s): "
+            + ", ".join(prefix + name + hint for name, hint in named)
+            + ("" if all(hint for _, hint in named) else " (a broker's setting, or unsupported)")
+        )
     kwargs: dict[str, Any] = {}
     extensions: dict[str, str] = {}
     jaas = props.get("sasl.jaas.config")
@@ -95,6 +113,13 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
         raise KafkaConfigError(
             f"{prefix}{_HANDLER_NAME}: only Java's {_HANDLER_CLASS} (the OIDC client "
             f"credentials login) has an aiokproto equivalent, not {handler.strip()!r}"
+        )
+    retriever = props.get(_RETRIEVER_NAME)
+    if retriever is not None and not retriever.strip().endswith(_RETRIEVER_CLASSES):
+        raise KafkaConfigError(
+            f"{prefix}{_RETRIEVER_NAME}: only the client credentials grant "
+            f"({' or '.join(_RETRIEVER_CLASSES)}) has an aiokproto equivalent, not "
+            f"{retriever.strip()!r}"
         )
     for java, text in props.items():
         if java not in _NAMES:
@@ -116,8 +141,17 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
     return kwargs
 
 
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(name, sorted(_NAMES), n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def _read(name: str, text: str, kind: str) -> object:
     text = text.strip()
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise KafkaConfigError(f"{name}: expected true or false, not {text!r}")
+        return text.lower() == "true"
     try:
         if kind == "int":
             return int(text)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import json
 import logging
 import random
@@ -23,7 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, quote_plus, urlsplit
 
 from aiokproto.errors import KafkaConfigError
 from aiokproto.oauth.token import (
@@ -45,6 +46,8 @@ log = logging.getLogger("aiokproto.oauth")
 INSTALL_HINT = "pip install 'aiokproto[oauth]'"
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 ASSERTION_ALGORITHMS = ("RS256", "ES256")
+MAX_BODY = 1 << 20
+"""The largest token endpoint answer read (bytes)."""
 
 
 def _import_httpx() -> Any:
@@ -84,6 +87,7 @@ class OAuthClientCredentials:
         assertion_audience: str | None = None,
         assertion_lifetime_s: int = 300,
         extensions: Mapping[str, str] | None = None,
+        header_urlencode: bool = False,
         ssl_cafile: str | None = None,
         ssl_verify: bool = True,
         ssl_context: ssl.SSLContext | None = None,
@@ -104,7 +108,12 @@ class OAuthClientCredentials:
         self._settings = {
             k: v for k, v in locals().items() if k not in ("self", "transport", "clock")
         }
-        parts = urlsplit(token_endpoint_url) if isinstance(token_endpoint_url, str) else None
+        parts = _url_parts(self._httpx, token_endpoint_url)
+        if parts is not None and (parts.username is not None or parts.password is not None):
+            raise KafkaConfigError(  # not echoed: errors and repr() show the URL
+                "sasl.oauthbearer.token.endpoint.url must not hold credentials "
+                "(user:password@): give them as client_id and client_secret"
+            )
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise KafkaConfigError(
                 "sasl.oauthbearer.token.endpoint.url must be an http(s) URL, not "
@@ -118,6 +127,20 @@ class OAuthClientCredentials:
                 "(sasl.oauthbearer.client.credentials.client.secret) and private_key_file "
                 "(sasl.oauthbearer.assertion.private.key.file)"
             )
+        if client_secret is not None and (not isinstance(client_secret, str) or not client_secret):
+            # an empty clientSecret="" would be sent and refused at every fetch
+            raise KafkaConfigError(
+                "the OAuth client secret must be a non-empty str "
+                "(sasl.oauthbearer.client.credentials.client.secret)"
+            )
+        for name, text in (
+            ("scope", scope),
+            ("audience", audience),
+            ("assertion_audience", assertion_audience),
+        ):
+            # a list was sent as repeated form fields: OAuth wants one, space-separated
+            if text is not None and not isinstance(text, str):
+                raise KafkaConfigError(f"{name} must be a str, not {text!r}")
         if assertion_algorithm not in ASSERTION_ALGORITHMS:
             raise KafkaConfigError(
                 f"assertion_algorithm must be one of {', '.join(ASSERTION_ALGORITHMS)}, "
@@ -138,6 +161,11 @@ class OAuthClientCredentials:
         self.scope = scope
         self.audience = audience
         self._extensions = dict(extensions or {})
+        if not isinstance(header_urlencode, bool):
+            raise KafkaConfigError(
+                f"header_urlencode must be True or False, not {header_urlencode!r}"
+            )
+        self._urlencode = header_urlencode
         self._algorithm = assertion_algorithm
         self._assertion_audience = assertion_audience or token_endpoint_url
         self._assertion_lifetime_s = assertion_lifetime_s
@@ -150,6 +178,7 @@ class OAuthClientCredentials:
         self._timeout = self._httpx.Timeout(
             read_timeout_ms / 1000, connect=connect_timeout_ms / 1000
         )
+        self._exchange_s = (connect_timeout_ms + read_timeout_ms) / 1000
         self._retry_backoff_ms = retry_backoff_ms
         self._retry_backoff_max_ms = retry_backoff_max_ms
         self.refresh = RefreshConfig(
@@ -237,6 +266,8 @@ class OAuthClientCredentials:
             self._waiters -= 1
             if self._waiters == 0 and not task.done():
                 task.cancel()  # nobody wants it any more (the client closed)
+                if self._inflight is task:  # a caller coming next starts afresh
+                    self._inflight = None  # (joining a cancelled fetch fails it)
             if self._inflight is task and task.done():
                 self._inflight = None
 
@@ -251,15 +282,25 @@ class OAuthClientCredentials:
         ) as http:
             while True:
                 attempt += 1
+                asked_s = 0.0  # how long the endpoint asked us to wait (Retry-After)
                 form, headers = self._request()
                 try:
-                    response = await http.post(url, data=form, headers=headers)
-                except httpx.TimeoutException as exc:
+                    # httpx's read timeout is per read: an answer dripping a byte at a
+                    # time would never end, so the whole exchange is bounded too
+                    async with asyncio.timeout(self._exchange_s):
+                        async with http.stream("POST", url, data=form, headers=headers) as response:
+                            body = await _read_body(response, url)
+                except (httpx.TimeoutException, TimeoutError) as exc:
                     failure = OAuthTokenError(
                         f"the token endpoint {url} did not answer in time "
                         f"({type(exc).__name__}; sasl.login.connect.timeout.ms / "
                         "sasl.login.read.timeout.ms)"
                     )
+                except httpx.DecodingError as exc:  # not a TransportError; a retry sends the same
+                    raise OAuthTokenError(
+                        f"the token endpoint {url} answered with a body that cannot be "
+                        f"decoded as its Content-Encoding header says: {exc}"
+                    ) from exc
                 except httpx.TransportError as exc:
                     tls = _tls_error(exc)
                     if tls is not None:  # a certificate will not change on retry
@@ -274,21 +315,29 @@ class OAuthClientCredentials:
                     )
                 else:
                     if 200 <= response.status_code < 300:
-                        token = parse_token_response(response.content, self._clock(), url)
+                        token = parse_token_response(body, self._clock(), url)
                         self._store(token)
                         return token
-                    failure = self._refusal(response.status_code, response.content)
+                    failure = self._refusal(
+                        response.status_code, body, response.headers.get("location")
+                    )
                     if not _retryable(response.status_code):
                         raise failure
+                    asked_s = _retry_after(response.headers.get("retry-after"), self._clock())
                 elapsed = time.monotonic() - started
-                if elapsed >= budget_s:
+                if elapsed >= budget_s or elapsed + asked_s > budget_s:
+                    asked = f"; it asked to wait {asked_s:.0f} s" if asked_s else ""
                     raise OAuthTokenError(
                         f"{failure} (gave up after {attempt} attempts in {elapsed:.1f} s: "
-                        "sasl.login.retry.backoff.max.ms)",
+                        f"sasl.login.retry.backoff.max.ms{asked})",
                         status=failure.status,
                     ) from failure
+                # a rate-limited or busy endpoint's Retry-After is a floor, not hammered
                 wait = min(
-                    backoff_s(attempt, self._retry_backoff_ms, self._retry_backoff_max_ms),
+                    max(
+                        backoff_s(attempt, self._retry_backoff_ms, self._retry_backoff_max_ms),
+                        asked_s,
+                    ),
                     budget_s - elapsed,
                 )
                 log.info(
@@ -321,7 +370,10 @@ class OAuthClientCredentials:
         if self.audience:
             form["audience"] = self.audience
         if self._secret is not None:
-            pair = f"{self.client_id}:{self._secret}".encode()
+            user, secret = self.client_id, self._secret
+            if self._urlencode:  # RFC 6749 section 2.3.1; Java's is off by default
+                user, secret = quote_plus(user, safe="*"), quote_plus(secret, safe="*")
+            pair = f"{user}:{secret}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         else:
             form["client_id"] = self.client_id
@@ -352,7 +404,7 @@ class OAuthClientCredentials:
         )
         return signing_input + "." + b64url(_sign(self._key, self._algorithm, signing_input))
 
-    def _refusal(self, status: int, body: bytes) -> OAuthTokenError:
+    def _refusal(self, status: int, body: bytes, location: str | None) -> OAuthTokenError:
         url, detail = self.token_endpoint_url, error_text(body)
         if status == 401 or "invalid_client" in detail:
             what = "client secret" if self._secret is not None else "client assertion key"
@@ -369,11 +421,30 @@ class OAuthClientCredentials:
             )
         elif status == 404:
             fix = "check sasl.oauthbearer.token.endpoint.url: no such path"
+        elif 300 <= status < 400:  # a POST with credentials is not followed elsewhere
+            fix = (
+                f"it redirects to {location!r}: set sasl.oauthbearer.token.endpoint.url "
+                "to the token endpoint itself"
+            )
         else:
             fix = "the identity provider failed" if status >= 500 else "the request was refused"
         return OAuthTokenError(
             f"the token endpoint {url} answered HTTP {status} ({detail}): {fix}", status=status
         )
+
+
+def _url_parts(httpx: Any, url: object) -> SplitResult | None:
+    """The parts of a well-formed URL, else None: what httpx would refuse only at the
+    first fetch (a bad port, spaces, control characters) is refused at construction."""
+    if not isinstance(url, str) or url != url.strip() or not url.isprintable():
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL):
+        return None
+    return parts
 
 
 def _rebuild(settings: dict[str, Any]) -> OAuthClientCredentials:
@@ -390,6 +461,37 @@ def _tls_error(exc: BaseException) -> ssl.SSLError | None:
     return None
 
 
+async def _read_body(response: httpx.Response, url: str) -> bytes:
+    """The answer's body, refused past ``MAX_BODY`` (a token answer is a few KB: a
+    wrong URL may serve a download, read into memory whole before)."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise OAuthTokenError(
+                f"the token endpoint {url} answered HTTP {response.status_code} with more "
+                f"than {MAX_BODY // 1024} KiB (is sasl.oauthbearer.token.endpoint.url the "
+                "token endpoint?)",
+                status=response.status_code,
+            )
+    return bytes(body)
+
+
+def _retry_after(value: str | None, now: float) -> float:
+    """Seconds a ``Retry-After`` header asks to wait (delay-seconds or an HTTP date),
+    0 when absent or unreadable."""
+    if value is None:
+        return 0.0
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, when.timestamp() - now) if when.tzinfo is not None else 0.0
+
+
 def _retryable(status: int) -> bool:
     return status >= 500 or status in (408, 429)
 
@@ -397,6 +499,14 @@ def _retryable(status: int) -> bool:
 def _verify(
     context: ssl.SSLContext | None, cafile: str | None, verify: bool
 ) -> ssl.SSLContext | bool:
+    # checked here: httpx reads a str verify as a CA path, and would fail (or trust
+    # the wrong thing) only at the first fetch
+    if context is not None and not isinstance(context, ssl.SSLContext):
+        raise KafkaConfigError(f"ssl_context must be an ssl.SSLContext, not {context!r}")
+    if cafile is not None and not isinstance(cafile, str | Path):
+        raise KafkaConfigError(f"ssl_cafile must be a path (str), not {cafile!r}")
+    if not isinstance(verify, bool):
+        raise KafkaConfigError(f"ssl_verify must be True or False, not {verify!r}")
     if context is not None:
         return context
     if cafile is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -133,6 +134,12 @@ def parse_token_response(body: bytes, now: float, url: str) -> AccessToken:
             f"the token endpoint {url} answered with JSON {type(doc).__name__}, not an object",
             status=200,
         )
+    if "access_token" not in doc and isinstance(doc.get("error"), str):
+        # some identity providers refuse with 200 and an RFC 6749 section 5.2 body
+        raise OAuthTokenError(
+            f"the token endpoint {url} answered 200 with an error: {error_text(body)}",
+            status=200,
+        )
     value = doc.get("access_token")
     if not isinstance(value, str) or not value or any(c in value for c in " \x01\r\n"):
         raise OAuthTokenError(
@@ -178,7 +185,9 @@ def parse_token_response(body: bytes, now: float, url: str) -> AccessToken:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    # finite: an exp of NaN (JSON parsers take it) compared false with every time and
+    # made each token() call fetch again
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def error_text(body: bytes) -> str:

@@ -22,6 +22,9 @@ MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 def test_kafka_4_property_names() -> None:
     props = {
         "sasl.login.callback.handler.class": HANDLER,
+        "sasl.oauthbearer.jwt.retriever.class": (
+            "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever"
+        ),
         "sasl.oauthbearer.token.endpoint.url": URL,
         "sasl.oauthbearer.client.credentials.client.id": "svc",
         "sasl.oauthbearer.client.credentials.client.secret": "s3cret",
@@ -32,6 +35,7 @@ def test_kafka_4_property_names() -> None:
         "sasl.login.refresh.buffer.seconds": "120",
         "sasl.login.retry.backoff.ms": "200",
         "sasl.login.retry.backoff.max.ms": "5000",
+        "sasl.oauthbearer.header.urlencode": "TRUE",
         "sasl.login.connect.timeout.ms": "3000",
         "sasl.login.read.timeout.ms": "4000",
     }
@@ -48,6 +52,7 @@ def test_kafka_4_property_names() -> None:
         "retry_backoff_max_ms": 5000,
         "connect_timeout_ms": 3000,
         "read_timeout_ms": 4000,
+        "header_urlencode": True,
     }
 
 
@@ -109,8 +114,31 @@ def test_plain_jaas_is_not_taken() -> None:
             r"kafka\.sasl\.login\.retry\.backoff\.ms: expected a number",
         ),
         (
+            {
+                "sasl.oauthbearer.token.endpoint.url": URL,
+                "sasl.oauthbearer.jwt.retriever.class": "o.a.k.c.s.o.JwtBearerJwtRetriever",
+            },
+            r"retriever\.class: only the client credentials grant.*not 'o\.a\.k\.c\.s\.o\.Jwt",
+        ),
+        (
+            {"sasl.oauthbearer.header.urlencode": "yes"},
+            r"kafka\.sasl\.oauthbearer\.header\.urlencode: expected true or false",
+        ),
+        (
             {"sasl.jaas.config": f'{MODULE} required tenant="x";'},
             "option 'tenant' is not supported",
+        ),
+        (  # a typo is named, not reported as the url missing
+            {
+                "sasl.oauthbearer.token.endpoint.uri": URL,
+                "sasl.oauthbearer.client.credentials.client.id": "svc",
+            },
+            r"unknown OAuth client setting\(s\): kafka\.sasl\.oauthbearer\.token\.endpoint"
+            r"\.uri \(did you mean sasl\.oauthbearer\.token\.endpoint\.url\?\)",
+        ),
+        (
+            {"sasl.oauthbearer.token.endpoint.url": URL, "sasl.oauthbearer.expected.audience": "k"},
+            r"kafka\.sasl\.oauthbearer\.expected\.audience \(a broker's setting",
         ),
     ],
 )

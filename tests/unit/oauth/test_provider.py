@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import json
 import pickle
 import time
@@ -78,6 +79,16 @@ async def test_the_request_is_a_client_credentials_grant_with_basic_auth() -> No
     assert "s3cret" not in repr(tokens)
 
 
+async def test_header_urlencode_encodes_the_basic_credentials() -> None:
+    endpoint = Endpoint()
+    tokens = OAuthClientCredentials(
+        URL, "svc id", "a+b%c:d", header_urlencode=True, transport=endpoint.transport()
+    )
+    await tokens.token()
+    sent = base64.b64decode(endpoint.requests[0].headers["authorization"].split()[1])
+    assert sent == b"svc+id:a%2Bb%25c%3Ad"
+
+
 async def test_the_token_is_cached_until_its_refresh_time() -> None:
     endpoint = Endpoint()
     now = [1000.0]
@@ -141,12 +152,16 @@ async def test_a_failed_refresh_keeps_the_valid_token() -> None:
         (400, {"error": "invalid_scope"}, "check the scope"),
         (400, {"error": "unauthorized_client"}, "does not allow client 'svc'"),
         (404, "not here", "no such path"),
+        (302, "", r"HTTP 302.*redirects to 'https://idp/login'"),
+        (200, {"error": "invalid_client", "error_description": "bad secret"}, "invalid_client"),
     ],
 )
 async def test_refusals_are_not_retried_and_name_the_fix(
     status: int, body: object, match: str
 ) -> None:
-    endpoint = Endpoint(lambda n: httpx.Response(status, json=body))
+    endpoint = Endpoint(
+        lambda n: httpx.Response(status, json=body, headers={"location": "https://idp/login"})
+    )
     with pytest.raises(OAuthTokenError, match=match) as info:
         await make(endpoint, scope="kafka").token()
     assert info.value.status == status
@@ -169,6 +184,34 @@ async def test_retries_stop_at_the_backoff_maximum() -> None:
         await make(endpoint, retry_backoff_ms=20, retry_backoff_max_ms=300).token()
     assert time.monotonic() - started < 1.0
     assert len(endpoint.requests) >= 3
+
+
+async def test_a_retry_after_is_waited_for_or_ends_the_retries_when_too_long() -> None:
+    endpoint = Endpoint()
+    endpoint.reply = lambda n: (
+        endpoint.token() if n == 2 else httpx.Response(429, headers={"retry-after": "1"})
+    )
+    started = time.monotonic()
+    await make(endpoint, retry_backoff_ms=10, retry_backoff_max_ms=3000).token()
+    assert len(endpoint.requests) == 2
+    assert time.monotonic() - started >= 0.95  # not 10 ms later
+    date = email.utils.formatdate(time.time() + 60, usegmt=True)
+    endpoint = Endpoint(lambda n: httpx.Response(503, headers={"retry-after": date}))
+    started = time.monotonic()
+    with pytest.raises(OAuthTokenError, match=r"HTTP 503.*asked to wait (59|60) s"):
+        await make(endpoint, retry_backoff_ms=10, retry_backoff_max_ms=3000).token()
+    assert len(endpoint.requests) == 1 and time.monotonic() - started < 1
+
+
+async def test_an_endless_answer_is_refused_past_the_body_limit() -> None:
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"x" * 65536
+
+    endpoint = Endpoint(lambda n: httpx.Response(200, content=endless()))
+    with pytest.raises(OAuthTokenError, match="more than 1024 KiB") as info:
+        await asyncio.wait_for(make(endpoint).token(), 5)
+    assert info.value.status == 200 and len(endpoint.requests) == 1
 
 
 async def test_missing_or_zero_expires_in_is_refused() -> None:
@@ -250,6 +293,12 @@ async def server() -> AsyncIterator[Any]:
                 writer.write(b"\x00\xffnot http at all\r\n\r\n")
                 await writer.drain()
                 return
+            if state.mode == "drip":  # headers, then a byte now and then, never done
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+                while True:
+                    writer.write(b" ")
+                    await writer.drain()
+                    await asyncio.sleep(0.05)
             if state.mode == "ok":
                 body = json.dumps({"access_token": "tok", "expires_in": 60}).encode()
                 writer.write(
@@ -280,6 +329,23 @@ async def test_an_endpoint_that_hangs_times_out(server: Any) -> None:
     started = time.monotonic()
     with pytest.raises(OAuthTokenError, match="did not answer in time"):
         await tokens.token()
+    assert time.monotonic() - started < 2
+
+
+async def test_an_endpoint_dripping_its_answer_times_out_as_a_whole(server: Any) -> None:
+    # httpx's read timeout is per read: a byte every 50 ms never trips a 300 ms one
+    server.mode = "drip"
+    tokens = OAuthClientCredentials(
+        server.url,
+        "svc",
+        "s",
+        connect_timeout_ms=200,
+        read_timeout_ms=300,
+        retry_backoff_max_ms=100,
+    )
+    started = time.monotonic()
+    with pytest.raises(OAuthTokenError, match="did not answer in time"):
+        await asyncio.wait_for(tokens.token(), 10)
     assert time.monotonic() - started < 2
 
 
@@ -401,14 +467,27 @@ def test_a_key_of_the_wrong_kind_or_unreadable_is_a_config_error(tmp_path: Path)
     [
         (("ftp://x/token", "svc", "s"), {}, "must be an http"),
         (("not a url", "svc", "s"), {}, "must be an http"),
+        (("http://127.0.0.1:99999/t", "svc", "s"), {}, "must be an http"),
+        (("http://127.0.0.1:x/t", "svc", "s"), {}, "must be an http"),
+        (("http://[::1/t", "svc", "s"), {}, "must be an http"),
+        ((URL + "\n", "svc", "s"), {}, "must be an http"),
+        ((" " + URL, "svc", "s"), {}, "must be an http"),
+        (("https://svc:pw@idp/t", "svc", "s"), {}, r"must not hold credentials \(user:pass"),
         ((URL, "", "s"), {}, "client id"),
         ((URL, "svc"), {}, "exactly one of client_secret"),
+        ((URL, "svc", ""), {}, "client secret must be a non-empty str"),
+        ((URL, "svc", b"s"), {}, "client secret must be a non-empty str"),
         ((URL, "svc", "s"), {"private_key_file": "k.pem"}, "exactly one of"),
         ((URL, "svc", "s"), {"assertion_algorithm": "HS256"}, "RS256, ES256"),
+        ((URL, "svc", "s"), {"scope": ["kafka", "read"]}, "scope must be a str"),
+        ((URL, "svc", "s"), {"audience": 5}, "audience must be a str"),
         ((URL, "svc", "s"), {"read_timeout_ms": 0}, "read_timeout_ms"),
         ((URL, "svc", "s"), {"retry_backoff_max_ms": True}, "retry_backoff_max_ms"),
         ((URL, "svc", "s"), {"refresh_window_factor": 2.0}, "window.factor"),
         ((URL, "svc", "s"), {"ssl_cafile": "/nonexistent/ca.pem"}, "CA file"),
+        ((URL, "svc", "s"), {"ssl_cafile": 5}, "ssl_cafile must be a path"),
+        ((URL, "svc", "s"), {"ssl_verify": "false"}, "ssl_verify must be True or False"),
+        ((URL, "svc", "s"), {"ssl_context": "ctx"}, "ssl_context must be an ssl.SSLContext"),
     ],
 )
 def test_bad_settings_fail_at_construction(
@@ -446,3 +525,44 @@ async def test_security_config_takes_it_and_the_broker_refusal_names_the_audienc
     hint = getattr(mechanism, "hint", "")
     assert "aud='other'" in hint and "iss='https://idp'" in hint
     assert "sasl.oauthbearer.expected.audience" in hint
+
+
+async def test_a_caller_arriving_as_the_last_one_is_cancelled_gets_a_fresh_fetch() -> None:
+    # the last caller's cancellation cancels the fetch; a caller coming in before that
+    # fetch has wound down must start its own, not join the dying one (it got
+    # CancelledError, as if it had been cancelled itself)
+    calls = [0]
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        calls[0] += 1
+        if calls[0] == 1:
+            await asyncio.Event().wait()  # the first fetch hangs until cancelled
+        return httpx.Response(200, json={"access_token": f"t{calls[0]}", "expires_in": 60})
+
+    tokens = OAuthClientCredentials(URL, "svc", "s", transport=httpx.MockTransport(answer))
+    first = asyncio.create_task(tokens.token())
+    await asyncio.sleep(0.01)
+    first.cancel()
+    second = asyncio.create_task(tokens.token())
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert await asyncio.wait_for(second, 2) == "t2"
+    assert tokens.fetches == 1
+
+
+async def test_an_undecodable_body_is_a_token_error_and_keeps_the_valid_token() -> None:
+    now = [0.0]
+    endpoint = Endpoint()
+    endpoint.reply = lambda n: (
+        httpx.Response(200, json={"access_token": "first", "expires_in": 100})
+        if n == 1
+        else httpx.Response(200, headers={"content-encoding": "gzip"}, content=b"not gzip")
+    )
+    tokens = make(endpoint, clock=lambda: now[0])
+    assert await tokens.token() == "first"
+    now[0] = 90.0  # past the refresh point: the refresh fails, the valid token stays
+    assert await tokens.token() == "first"
+    tokens.invalidate()
+    with pytest.raises(OAuthTokenError, match=r"cannot be decoded as its Content-Encoding"):
+        await tokens.token()
+    assert len(endpoint.requests) == 3  # not retried: the same body would come back

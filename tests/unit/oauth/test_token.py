@@ -112,6 +112,14 @@ def test_a_jwt_without_exp_falls_back_to_expires_in() -> None:
     assert parse_token_response(answer(access_token=token, expires_in=30), 10, URL).expiry == 40
 
 
+@pytest.mark.parametrize("exp", ["NaN", "Infinity"])
+def test_a_non_finite_exp_is_not_an_expiry(exp: str) -> None:
+    token = jwt({"sub": "svc", "exp": 0}).split(".")
+    token[1] = base64.urlsafe_b64encode(f'{{"exp": {exp}}}'.encode()).rstrip(b"=").decode()
+    got = parse_token_response(answer(access_token=".".join(token), expires_in=30), 10, URL)
+    assert got.expiry == 40  # expires_in, as for a JWT without exp
+
+
 def test_an_already_expired_token_names_the_clock() -> None:
     token = jwt({"exp": 100})
     with pytest.raises(OAuthTokenError, match="clock"):
