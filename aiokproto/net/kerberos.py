@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -244,10 +245,17 @@ def _start(settings: KerberosSettings, host: str) -> GssapiMechanism:
     return GssapiMechanism(context, bytes(token or b""), settings, target)
 
 
+# Threads of their own for the KDC waits: a silent KDC holds each for its whole timeout
+# (krb5.conf's), and many connections at once must not take every thread of the loop's
+# default executor, which also resolves brokers' host names (getaddrinfo)
+_KDC_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="aiokproto-gssapi")
+
+
 async def start_exchange(settings: KerberosSettings, host: str) -> GssapiMechanism:
     """Acquire credentials and make the first token, in a worker thread (both may wait
     for the KDC)."""
-    return await asyncio.to_thread(_start, settings, host)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_KDC_THREADS, _start, settings, host)
 
 
 def gss_error(exc: Exception, settings: KerberosSettings, target: str) -> KerberosError:

@@ -4,8 +4,10 @@ over a scripted GSS-API context, the typed errors and the missing-extra hint."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import sys
+import threading
 import types
 from pathlib import Path
 from typing import Any
@@ -229,3 +231,31 @@ def test_without_the_gssapi_package_construction_fails_with_the_install_line(
                    sasl_plain_password="p")  # fmt: skip
     with pytest.raises(KafkaConfigError, match="aiokproto\\[gssapi\\]"):
         kerberos.load_gssapi()
+
+
+async def test_kdc_waits_do_not_take_the_loops_default_executor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a silent KDC holds each exchange's thread for its whole timeout: many connections
+    # at once must not take every thread of the loop's default executor, which
+    # create_connection needs for getaddrinfo (a broker's host name)
+    release = threading.Event()
+
+    def stuck(settings: KerberosSettings, host: str) -> GssapiMechanism:
+        release.wait(10)
+        raise KerberosError("KDC did not answer")
+
+    monkeypatch.setattr(kerberos, "_start", stuck)
+    waiting = [
+        asyncio.create_task(kerberos.start_exchange(KerberosSettings(), f"b{i}")) for i in range(40)
+    ]
+    try:
+        await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        infos = await asyncio.wait_for(loop.getaddrinfo("localhost", 9092), 2)
+        assert infos
+    finally:
+        release.set()
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
