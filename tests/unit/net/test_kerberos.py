@@ -206,8 +206,19 @@ def test_krb5_login_module_options_become_ours() -> None:
     ) == {"sasl_kerberos_ccache": "/tmp/cc", "sasl_kerberos_principal": "u@R"}
     with pytest.raises(ValueError, match="needs keyTab"):
         krb5_jaas_options(module + "useKeyTab=true;")
-    with pytest.raises(ValueError, match="not understood: keytab, serviceName"):
-        krb5_jaas_options(module + "keytab=/k serviceName=kafka;")
+    with pytest.raises(ValueError, match="not understood: keytab, useKeytab"):
+        krb5_jaas_options(module + "keytab=/k useKeytab=true;")
+
+
+def test_krb5_login_module_service_name_is_kafkas_and_must_agree() -> None:
+    # Kafka's own clients read serviceName from the Krb5LoginModule entry (the form of
+    # its older docs' JAAS files), and refuse one that differs from the config's
+    module = 'com.sun.security.auth.module.Krb5LoginModule required serviceName="kafka2" '
+    jaas = module + "useTicketCache=true;"
+    assert krb5_jaas_options(jaas) == {"sasl_kerberos_service_name": "kafka2"}
+    assert krb5_jaas_options(jaas, "kafka2") == {"sasl_kerberos_service_name": "kafka2"}
+    with pytest.raises(ValueError, match=r"serviceName=kafka2 differs from sasl\.kerberos"):
+        krb5_jaas_options(jaas, "kafka")
 
 
 def test_without_the_gssapi_package_construction_fails_with_the_install_line(
