@@ -270,3 +270,15 @@ async def test_kdc_waits_do_not_take_the_loops_default_executor(
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
+
+
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL"])
+def test_gssapi_without_a_sasl_protocol_is_refused_at_construction(protocol: str) -> None:
+    # security_protocol left at PLAINTEXT (or SSL) with GSSAPI chosen would connect
+    # without authenticating at all: the keytab and principal silently unused
+    with pytest.raises(KafkaConfigError, match=f'SASL_PLAINTEXT or SASL_SSL, not "{protocol}"'):
+        SecurityConfig(
+            security_protocol=protocol, sasl_mechanism="GSSAPI", sasl_kerberos_keytab="/k"
+        )
+    with pytest.raises(KafkaConfigError, match="SASL_PLAINTEXT or SASL_SSL"):
+        ClientConfig(bootstrap_servers=["h:1"], sasl_mechanism="GSSAPI")
