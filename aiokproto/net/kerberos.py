@@ -230,7 +230,14 @@ class GssapiMechanism:
             answer = security_layer_answer(bytes(offer))
             return bytes(self._context.wrap(answer, False).message)
         except gssapi.exceptions.GSSError as exc:
-            raise gss_error(exc, self._settings, self._target) from exc
+            error = gss_error(exc, self._settings, self._target)
+            if type(error) is KerberosError:  # no known cause: the broker's bytes
+                error = KerberosError(
+                    f"GSSAPI: the broker's {len(challenge)}-byte reply is not a valid "
+                    f"Kerberos token for {self._target} (is this a Kafka GSSAPI "
+                    f"listener?) [{_gss_text(exc)}]"
+                )
+            raise error from exc
 
 
 def _start(settings: KerberosSettings, host: str) -> GssapiMechanism:

@@ -282,3 +282,19 @@ def test_gssapi_without_a_sasl_protocol_is_refused_at_construction(protocol: str
         )
     with pytest.raises(KafkaConfigError, match="SASL_PLAINTEXT or SASL_SSL"):
         ClientConfig(bootstrap_servers=["h:1"], sasl_mechanism="GSSAPI")
+
+
+def test_a_garbage_token_from_the_broker_is_named_as_the_brokers() -> None:
+    # a broker (or something else on its port) answering the exchange with bytes that
+    # are not a Kerberos token: the error says it was the broker's reply, not the
+    # client's credentials, that failed
+    gssapi = pytest.importorskip("gssapi")
+
+    class Rejecting(ScriptedContext):
+        def step(self, token: bytes) -> bytes | None:
+            raise gssapi.exceptions.GSSError(589824, 0)  # GSS_S_DEFECTIVE_TOKEN
+
+    mech = GssapiMechanism(Rejecting(), b"AP-REQ", KerberosSettings(), "kafka@b1")
+    with pytest.raises(KerberosError, match="the broker's 7-byte reply is not a valid") as got:
+        mech.respond(b"garbage")
+    assert type(got.value) is KerberosError and "kafka@b1" in str(got.value)
