@@ -217,7 +217,8 @@ def map_java(props: Mapping[str, str]) -> FileOptions:
         out.consumer["group_id"] = props["group.id"].strip()
     if "sasl.jaas.config" in props and is_krb5_login_module(props["sasl.jaas.config"]):
         try:
-            out.client.update(krb5_jaas_options(props["sasl.jaas.config"]))
+            service = props.get("sasl.kerberos.service.name")
+            out.client.update(krb5_jaas_options(props["sasl.jaas.config"], service))
         except ValueError as exc:
             raise PropertiesError(f"sasl.jaas.config: {exc}") from None
     elif "sasl.jaas.config" in props:

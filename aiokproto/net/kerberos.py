@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -135,8 +136,10 @@ KRB5_LOGIN_MODULE = "Krb5LoginModule"
 _JAAS_PAIR = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)""")
 # Java's Krb5LoginModule options: the ones that say where the credentials are, and the
 # ones with no meaning here (the library gets and renews tickets itself)
+# (serviceName is Kafka's, read from the same entry: KerberosLogin)
 _JAAS_OPTIONS = {"keyTab": "sasl_kerberos_keytab", "principal": "sasl_kerberos_principal",
-                 "ticketCache": "sasl_kerberos_ccache"}  # fmt: skip
+                 "ticketCache": "sasl_kerberos_ccache",
+                 "serviceName": "sasl_kerberos_service_name"}  # fmt: skip
 _JAAS_FLAGS = frozenset(
     {"useKeyTab", "useTicketCache", "storeKey", "doNotPrompt", "renewTGT", "debug",
      "refreshKrb5Config", "isInitiator", "tryFirstPass", "useFirstPass", "storePass",
@@ -150,10 +153,12 @@ def is_krb5_login_module(jaas: str) -> bool:
     return module.endswith(KRB5_LOGIN_MODULE)
 
 
-def krb5_jaas_options(jaas: str) -> dict[str, str]:
+def krb5_jaas_options(jaas: str, service_name: str | None = None) -> dict[str, str]:
     """A Java ``sasl.jaas.config`` with Krb5LoginModule as aiokproto options: keyTab,
-    principal and ticketCache become ``sasl_kerberos_keytab/principal/ccache``.
-    ``ValueError`` names an option it does not know or a keytab login without keyTab."""
+    principal, ticketCache and serviceName become ``sasl_kerberos_keytab/principal/
+    ccache/service_name``. ``ValueError`` names an option it does not know, a keytab
+    login without keyTab, or a serviceName that differs from ``service_name`` (the
+    config's sasl.kerberos.service.name), as Kafka refuses both."""
     values: dict[str, str] = {}
     for match in _JAAS_PAIR.finditer(jaas):
         raw = match.group(2) if match.group(2) is not None else match.group(3)
@@ -163,6 +168,12 @@ def krb5_jaas_options(jaas: str) -> dict[str, str]:
         raise ValueError(f"Krb5LoginModule option(s) not understood: {', '.join(unknown)}")
     if values.get("useKeyTab", "").lower() == "true" and "keyTab" not in values:
         raise ValueError('Krb5LoginModule with useKeyTab=true needs keyTab="..."')
+    jaas_service = values.get("serviceName")
+    if jaas_service is not None and service_name is not None and jaas_service != service_name:
+        raise ValueError(
+            f"serviceName={jaas_service} differs from sasl.kerberos.service.name="
+            f"{service_name}: set one of them"
+        )
     out = {ours: values[java] for java, ours in _JAAS_OPTIONS.items() if java in values}
     if values.get("useKeyTab", "").lower() != "true":
         out.pop("sasl_kerberos_keytab", None)  # Java ignores keyTab without useKeyTab
@@ -219,7 +230,14 @@ class GssapiMechanism:
             answer = security_layer_answer(bytes(offer))
             return bytes(self._context.wrap(answer, False).message)
         except gssapi.exceptions.GSSError as exc:
-            raise gss_error(exc, self._settings, self._target) from exc
+            error = gss_error(exc, self._settings, self._target)
+            if type(error) is KerberosError:  # no known cause: the broker's bytes
+                error = KerberosError(
+                    f"GSSAPI: the broker's {len(challenge)}-byte reply is not a valid "
+                    f"Kerberos token for {self._target} (is this a Kafka GSSAPI "
+                    f"listener?) [{_gss_text(exc)}]"
+                )
+            raise error from exc
 
 
 def _start(settings: KerberosSettings, host: str) -> GssapiMechanism:
@@ -244,10 +262,17 @@ def _start(settings: KerberosSettings, host: str) -> GssapiMechanism:
     return GssapiMechanism(context, bytes(token or b""), settings, target)
 
 
+# Threads of their own for the KDC waits: a silent KDC holds each for its whole timeout
+# (krb5.conf's), and many connections at once must not take every thread of the loop's
+# default executor, which also resolves brokers' host names (getaddrinfo)
+_KDC_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="aiokproto-gssapi")
+
+
 async def start_exchange(settings: KerberosSettings, host: str) -> GssapiMechanism:
     """Acquire credentials and make the first token, in a worker thread (both may wait
     for the KDC)."""
-    return await asyncio.to_thread(_start, settings, host)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_KDC_THREADS, _start, settings, host)
 
 
 def gss_error(exc: Exception, settings: KerberosSettings, target: str) -> KerberosError:

@@ -69,6 +69,13 @@ class SecurityConfig:
                 f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
                 f"not {self.security_protocol!r}"
             )
+        if self.sasl_mechanism == "GSSAPI" and not self.uses_sasl:
+            # a choice PLAIN's default cannot express: without SASL the client would
+            # connect unauthenticated, the Kerberos options silently unused
+            raise KafkaConfigError(
+                'sasl_mechanism="GSSAPI" needs security_protocol SASL_PLAINTEXT or '
+                f'SASL_SSL, not "{self.security_protocol}"'
+            )
         if self.uses_sasl:
             if self.sasl_mechanism not in MECHANISMS:
                 raise KafkaConfigError(

@@ -154,7 +154,8 @@ def _translate_java(
         out["sasl_oauth_token_provider"] = from_java_config(oauth, prefix="kafka.")
     if "sasl.jaas.config" in rest and is_krb5_login_module(rest["sasl.jaas.config"]):
         try:
-            out.update(krb5_jaas_options(rest.pop("sasl.jaas.config")))
+            jaas = rest.pop("sasl.jaas.config")
+            out.update(krb5_jaas_options(jaas, rest.get("sasl.kerberos.service.name")))
         except ValueError as exc:
             raise KafkaConfigError(f"kafka.sasl.jaas.config: {exc}") from None
     elif "sasl.jaas.config" in rest:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -79,6 +80,12 @@ class _Starter:
         self.kdc = LocalKdc()
         self.kafka: LocalKafka | None = None
         self.short_ticket_ends = 0.0
+        # the KDC and the JVM are started from a worker thread, so the kernel does not
+        # kill them with pytest (PDEATHSIG follows the thread), and a SIGTERM's default
+        # action skips the atexit reaper: make it stop the session as Ctrl-C does
+        self._sigterm = signal.getsignal(signal.SIGTERM)
+        if self._sigterm == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _interrupt)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="gssapi-broker")
         self.realm_ready = self._pool.submit(self._start_realm)
         self.kafka_ready = self._pool.submit(self._start_kafka)
@@ -110,6 +117,8 @@ class _Starter:
         self.kafka = kafka.start()
 
     def stop(self) -> None:
+        if self._sigterm == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for future in (self.kafka_ready, self.realm_ready):
             future.exception()  # wait for the thread: nothing is left half started
         try:
@@ -117,6 +126,10 @@ class _Starter:
                 self.kafka.stop()
         finally:
             self.kdc.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 _STARTER = pytest.StashKey[_Starter]()

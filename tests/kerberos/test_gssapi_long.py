@@ -1,13 +1,17 @@
 """The longer GSSAPI checks, run by ``make test-kerberos`` (``AIOKPROTO_KERBEROS=full``;
-about 25 s more than the slice in make test): ticket cache renewal by kinit under a
+about 35 s more than the slice in make test): ticket cache renewal by kinit under a
 live connection, what happens when nobody renews, a KDC that never answers, and
-Kafka's Java client on the same listener."""
+Kafka's Java client on the same listener, and no KDC or broker left after a SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +27,7 @@ from aiokproto.testing import LocalKafka
 from aiokproto.testing.jars import classpath
 from aiokproto.testing.kerberos import krb5_conf
 from aiokproto.testing.node import find_java
+from aiokproto.testing.processes import pid_alive
 from tests.clients import client_for
 from tests.kerberos.fixtures import GSSAPI, REAUTH_MS, Realm
 
@@ -174,3 +179,47 @@ async def test_java_client_and_ours_share_the_gssapi_listener(
         while len(values) < 2:
             values.add((await asyncio.wait_for(consumer.getone(), 30)).value)
     assert values == {b"from aiokproto", b"from java"}
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Processes whose parent is ``pid`` (by /proc), with their command names."""
+    found: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        if int(rest.split()[1]) == pid:
+            found[int(stat.parent.name)] = name.split("(", 1)[1]
+    return found
+
+
+def test_a_sigterm_of_pytest_leaves_no_kdc_or_broker_behind(tmp_path: Path) -> None:
+    # the fixtures start the KDC and the broker's JVM from a worker thread, where the
+    # kernel's parent-death signal cannot be used: a SIGTERM mid-session must still
+    # stop them (it left both running, reparented to init)
+    env = {k: v for k, v in os.environ.items() if k != "AIOKPROTO_KERBEROS"}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            "tests/kerberos/test_gssapi.py::test_keytab_login_over_sasl_ssl"]  # fmt: skip
+    with (tmp_path / "out").open("wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    started: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not {"krb5kdc", "java"} <= set(started.values()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+            started.update(_children(proc.pid))
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        deadline = time.monotonic() + 15
+        while (alive := [pid for pid in started if pid_alive(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive, f"left running after SIGTERM: {[started[p] for p in alive]}"
+    finally:
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -244,6 +244,14 @@ def test_kafka_kerberos_options() -> None:
             {**BOOT, "kafka.sasl.jaas.config": "x.Krb5LoginModule required bogus=1;"},
             "consumer",
         )
+    jaas = 'x.Krb5LoginModule required useTicketCache=true serviceName="kafka2";'
+    out = client_options({**BOOT, "kafka.sasl.jaas.config": jaas}, "consumer")
+    assert out["sasl_kerberos_service_name"] == "kafka2"
+    with pytest.raises(KafkaConfigError, match="serviceName=kafka2 differs"):
+        client_options(
+            {**BOOT, "kafka.sasl.jaas.config": jaas, "kafka.sasl.kerberos.service.name": "k"},
+            "consumer",
+        )
 
 
 def test_kafka_pem_stores() -> None:

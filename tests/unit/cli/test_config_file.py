@@ -84,6 +84,22 @@ def test_kerberos_names_and_the_krb5_login_module_map_to_ours() -> None:
         "sasl_kerberos_domain_name": "lb.example",
         "sasl_kerberos_ccache": "/tmp/cc",
     }
+    old_style = map_java(
+        {
+            "sasl.kerberos.service.name": "kafka2",
+            "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+            'useTicketCache=true serviceName="kafka2";',
+        }
+    )
+    assert old_style.client == {"sasl_kerberos_service_name": "kafka2"}
+    with pytest.raises(PropertiesError, match="serviceName=kafka2 differs"):
+        map_java(
+            {
+                "sasl.kerberos.service.name": "kafka",
+                "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+                "serviceName=kafka2;",
+            }
+        )
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,10 @@ over a scripted GSS-API context, the typed errors and the missing-extra hint."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import sys
+import threading
 import types
 from pathlib import Path
 from typing import Any
@@ -204,8 +206,19 @@ def test_krb5_login_module_options_become_ours() -> None:
     ) == {"sasl_kerberos_ccache": "/tmp/cc", "sasl_kerberos_principal": "u@R"}
     with pytest.raises(ValueError, match="needs keyTab"):
         krb5_jaas_options(module + "useKeyTab=true;")
-    with pytest.raises(ValueError, match="not understood: keytab, serviceName"):
-        krb5_jaas_options(module + "keytab=/k serviceName=kafka;")
+    with pytest.raises(ValueError, match="not understood: keytab, useKeytab"):
+        krb5_jaas_options(module + "keytab=/k useKeytab=true;")
+
+
+def test_krb5_login_module_service_name_is_kafkas_and_must_agree() -> None:
+    # Kafka's own clients read serviceName from the Krb5LoginModule entry (the form of
+    # its older docs' JAAS files), and refuse one that differs from the config's
+    module = 'com.sun.security.auth.module.Krb5LoginModule required serviceName="kafka2" '
+    jaas = module + "useTicketCache=true;"
+    assert krb5_jaas_options(jaas) == {"sasl_kerberos_service_name": "kafka2"}
+    assert krb5_jaas_options(jaas, "kafka2") == {"sasl_kerberos_service_name": "kafka2"}
+    with pytest.raises(ValueError, match=r"serviceName=kafka2 differs from sasl\.kerberos"):
+        krb5_jaas_options(jaas, "kafka")
 
 
 def test_without_the_gssapi_package_construction_fails_with_the_install_line(
@@ -229,3 +242,59 @@ def test_without_the_gssapi_package_construction_fails_with_the_install_line(
                    sasl_plain_password="p")  # fmt: skip
     with pytest.raises(KafkaConfigError, match="aiokproto\\[gssapi\\]"):
         kerberos.load_gssapi()
+
+
+async def test_kdc_waits_do_not_take_the_loops_default_executor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a silent KDC holds each exchange's thread for its whole timeout: many connections
+    # at once must not take every thread of the loop's default executor, which
+    # create_connection needs for getaddrinfo (a broker's host name)
+    release = threading.Event()
+
+    def stuck(settings: KerberosSettings, host: str) -> GssapiMechanism:
+        release.wait(10)
+        raise KerberosError("KDC did not answer")
+
+    monkeypatch.setattr(kerberos, "_start", stuck)
+    waiting = [
+        asyncio.create_task(kerberos.start_exchange(KerberosSettings(), f"b{i}")) for i in range(40)
+    ]
+    try:
+        await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        infos = await asyncio.wait_for(loop.getaddrinfo("localhost", 9092), 2)
+        assert infos
+    finally:
+        release.set()
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL"])
+def test_gssapi_without_a_sasl_protocol_is_refused_at_construction(protocol: str) -> None:
+    # security_protocol left at PLAINTEXT (or SSL) with GSSAPI chosen would connect
+    # without authenticating at all: the keytab and principal silently unused
+    with pytest.raises(KafkaConfigError, match=f'SASL_PLAINTEXT or SASL_SSL, not "{protocol}"'):
+        SecurityConfig(
+            security_protocol=protocol, sasl_mechanism="GSSAPI", sasl_kerberos_keytab="/k"
+        )
+    with pytest.raises(KafkaConfigError, match="SASL_PLAINTEXT or SASL_SSL"):
+        ClientConfig(bootstrap_servers=["h:1"], sasl_mechanism="GSSAPI")
+
+
+def test_a_garbage_token_from_the_broker_is_named_as_the_brokers() -> None:
+    # a broker (or something else on its port) answering the exchange with bytes that
+    # are not a Kerberos token: the error says it was the broker's reply, not the
+    # client's credentials, that failed
+    gssapi = pytest.importorskip("gssapi")
+
+    class Rejecting(ScriptedContext):
+        def step(self, token: bytes) -> bytes | None:
+            raise gssapi.exceptions.GSSError(589824, 0)  # GSS_S_DEFECTIVE_TOKEN
+
+    mech = GssapiMechanism(Rejecting(), b"AP-REQ", KerberosSettings(), "kafka@b1")
+    with pytest.raises(KerberosError, match="the broker's 7-byte reply is not a valid") as got:
+        mech.respond(b"garbage")
+    assert type(got.value) is KerberosError and "kafka@b1" in str(got.value)
