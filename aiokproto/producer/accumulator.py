@@ -265,9 +265,11 @@ class Accumulator:
         result = DrainResult()
         hurry = bool(self.flushing or self.closing or self.space_wanted)
         waiting = self._lingering
-        while waiting and (hurry or waiting[0][0] <= now):
+        # (a partition whose batch went meanwhile, purged or aborted, is dropped too:
+        # else it armed a pass at its linger's end and kept has_queued true till then)
+        while waiting and (hurry or waiting[0][0] <= now or not waiting[0][1].batches):
             _, pq = waiting.popleft()
-            if pq.batches:  # (else it went meanwhile: flushed, failed)
+            if pq.batches:
                 self._active[pq] = None
         if waiting:
             result.wake_at(waiting[0][0])

@@ -1147,3 +1147,17 @@ async def test_random_refusals_splits_and_bumps_against_a_fake_leader(seed: int)
         assert indexes == sorted(indexes), f"partition {p}: out of order"
         delivered = {i for i, h in enumerate(handles) if i % 2 == p and h.exception() is None}
         assert delivered <= set(indexes)
+
+
+async def test_a_purged_lingering_batch_arms_no_pass_at_its_linger_end() -> None:
+    """A lingering batch purged (or aborted) before its linger ends leaves its
+    partition's entry in the linger queue: the next drain drops it, instead of arming
+    a pass at its linger's end and keeping has_queued true (a wake after every
+    request's end) until then."""
+    rig = Rig(linger_ms=3_600_000, delivery_timeout_ms=4_000_000)
+    rig.acc = Accumulator(rig.options, rig.loop, rig._wake, rig._released, None, lambda _: None)
+    rig.send(partition=0)
+    assert rig.acc.purge(KafkaConnectionError("purged")) == 1
+    plan = rig.acc.drain(rig.loop.time(), lambda t, p: 1, lambda node: 5)
+    assert plan.requests == [] and plan.next_wake is None
+    assert not rig.acc.has_queued
