@@ -407,11 +407,17 @@ class OAuthClientCredentials:
     def _refusal(self, status: int, body: bytes, location: str | None) -> OAuthTokenError:
         url, detail = self.token_endpoint_url, error_text(body)
         if status == 401 or "invalid_client" in detail:
-            what = "client secret" if self._secret is not None else "client assertion key"
-            fix = (
-                f"check the client id {self.client_id!r} and the {what} "
-                "(sasl.oauthbearer.client.credentials.client.id / .client.secret)"
-            )
+            if self._secret is not None:
+                fix = (
+                    f"check the client id {self.client_id!r} and the client secret "
+                    "(sasl.oauthbearer.client.credentials.client.id / .client.secret)"
+                )
+            else:  # the server holds the public key: a mismatch looks just the same
+                fix = (
+                    f"check the client id {self.client_id!r} and the client assertion key "
+                    "(sasl.oauthbearer.assertion.private.key.file): the identity provider "
+                    f"must hold its public key and accept {self._algorithm} assertions"
+                )
         elif "invalid_scope" in detail:
             fix = f"check the scope {self.scope!r} (sasl.oauthbearer.scope)"
         elif "unauthorized_client" in detail:

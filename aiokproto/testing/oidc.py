@@ -8,11 +8,17 @@ refuses a wrong client secret with 401, signs JWT access tokens (RS256, ``aud`` 
 client id) and publishes the JWKS. navikt's mock-oauth2-server starts faster (~4 s
 against ~10 s here) but accepts any client secret, so the wrong-secret case could not
 be tested against it. First build ~1 minute (~26 MB of jars).
+
+Clients with an ``assertion_algorithm`` authenticate with a private-key JWT (RFC 7523,
+``private_key_jwt``) instead of a secret: the harness makes their key pair, and serves
+their public key set on a small HTTP endpoint of its own (Spring AS fetches a client's
+``jwk-set-uri`` over HTTP only; it is read at the first assertion, not at start).
 """
 
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import shutil
 import subprocess
@@ -47,11 +53,13 @@ _MARKER = ".built.json"
 @dataclass(frozen=True)
 class OidcClient:
     """A registered client: its tokens carry ``aud`` = ``client_id`` and live
-    ``token_ttl_s`` seconds."""
+    ``token_ttl_s`` seconds. With ``assertion_algorithm`` (RS256 or ES256) it
+    authenticates with a private-key JWT signed by its key, not with ``secret``."""
 
     client_id: str
     secret: str
     token_ttl_s: int = 300
+    assertion_algorithm: str | None = None
 
 
 #: the clients every test server has: the broker expects the first two's audience
@@ -59,8 +67,10 @@ DEFAULT_CLIENTS: tuple[OidcClient, ...] = (
     OidcClient("kafka-client", "kafka-client-secret"),
     OidcClient("kafka-short", "kafka-short-secret", token_ttl_s=6),
     OidcClient("other-service", "other-service-secret"),
+    OidcClient("kafka-jwt", "", assertion_algorithm="RS256"),
+    OidcClient("kafka-jwt-es", "", assertion_algorithm="ES256"),
 )
-KAFKA_AUDIENCES = ("kafka-client", "kafka-short")
+KAFKA_AUDIENCES = ("kafka-client", "kafka-short", "kafka-jwt", "kafka-jwt-es")
 
 
 def _project_file(name: str) -> str:
@@ -169,10 +179,50 @@ def signing_key(directory: Path, kid: str = "aiokproto-test") -> tuple[Path, Pat
     return private_path, public_path
 
 
+def assertion_key(directory: Path, client_id: str, algorithm: str) -> tuple[Path, Path]:
+    """A fresh key for a client's assertions (RSA 2048 for RS256, P-256 for ES256): its
+    PEM private key (for the client) and public JWK set (for the server), as paths."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    def b64(number: int, size: int | None = None) -> str:
+        raw = number.to_bytes(size or (number.bit_length() + 7) // 8, "big")
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+    jwk: dict[str, str] = {"kid": client_id, "alg": algorithm, "use": "sig"}
+    key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+    if algorithm == "RS256":
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        numbers = key.public_key().public_numbers()
+        jwk |= {"kty": "RSA", "n": b64(numbers.n), "e": b64(numbers.e)}
+    elif algorithm == "ES256":
+        key = ec.generate_private_key(ec.SECP256R1())
+        point = key.public_key().public_numbers()
+        jwk |= {"kty": "EC", "crv": "P-256", "x": b64(point.x, 32), "y": b64(point.y, 32)}
+    else:
+        raise KafkaHarnessError(f"no assertion key for {algorithm!r}: RS256 or ES256")
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    private_path = directory / f"{client_id}-key.pem"
+    public_path = directory / f"{client_id}-jwks.json"
+    private_path.write_bytes(pem)
+    private_path.chmod(0o600)
+    public_path.write_text(json.dumps({"keys": [jwk]}), encoding="utf-8")
+    return private_path, public_path
+
+
 def server_properties(
-    port: int, clients: Sequence[OidcClient], jwk_file: Path | None = None
+    port: int,
+    clients: Sequence[OidcClient],
+    jwk_file: Path | None = None,
+    client_jwks_url: str = "",
 ) -> str:
-    """Spring Boot settings: the issuer, the signing key and one registration per client."""
+    """Spring Boot settings: the issuer, the signing key and one registration per client;
+    a private-key JWT client's key set is at ``<client_jwks_url>/<client id>``."""
     issuer = f"http://127.0.0.1:{port}"
     lines = [
         f"aiokproto.jwk-file={jwk_file}",
@@ -185,11 +235,21 @@ def server_properties(
     ]
     for client in clients:
         prefix = f"spring.security.oauth2.authorizationserver.client.{client.client_id}"
+        lines.append(f"{prefix}.registration.client-id={client.client_id}")
+        if client.assertion_algorithm is None:
+            lines += [
+                f"{prefix}.registration.client-secret={{noop}}{client.secret}",
+                f"{prefix}.registration.client-authentication-methods="
+                "client_secret_basic,client_secret_post",
+            ]
+        else:
+            lines += [
+                f"{prefix}.registration.client-authentication-methods=private_key_jwt",
+                f"{prefix}.jwk-set-uri={client_jwks_url}/{client.client_id}",
+                f"{prefix}.token-endpoint-authentication-signing-algorithm="
+                f"{client.assertion_algorithm}",
+            ]
         lines += [
-            f"{prefix}.registration.client-id={client.client_id}",
-            f"{prefix}.registration.client-secret={{noop}}{client.secret}",
-            f"{prefix}.registration.client-authentication-methods="
-            "client_secret_basic,client_secret_post",
             f"{prefix}.registration.authorization-grant-types=client_credentials",
             f"{prefix}.registration.scopes=kafka",
             f"{prefix}.token.access-token-time-to-live={client.token_ttl_s}s",
@@ -221,9 +281,46 @@ class LocalOidcServer:
         # set from ``jwks_file`` meanwhile (Kafka 4.4 stops at start when its JWKS
         # endpoint does not answer yet, and this server takes ~10 s to come up)
         self._jwk_file, self.jwks_file = signing_key(self._dir)
+        # the private-key JWT clients' keys: {client id: (PEM private key, public JWKS)}
+        self._assertion_keys = {
+            c.client_id: assertion_key(self._dir, c.client_id, c.assertion_algorithm)
+            for c in self.clients
+            if c.assertion_algorithm is not None
+        }
+        self._key_server: http.server.ThreadingHTTPServer | None = None
 
     def client(self, client_id: str) -> OidcClient:
         return next(c for c in self.clients if c.client_id == client_id)
+
+    def private_key_file(self, client_id: str) -> Path:
+        """The PEM key a private-key JWT client signs its assertions with."""
+        return self._assertion_keys[client_id][0]
+
+    def _serve_client_keys(self) -> str:
+        """Serve each private-key JWT client's public key set at ``<url>/<client id>``
+        from a daemon thread; return the base URL."""
+        if self._key_server is None:
+            sets = {f"/{cid}": keys[1] for cid, keys in self._assertion_keys.items()}
+
+            class Handler(http.server.BaseHTTPRequestHandler):
+                def do_GET(self) -> None:
+                    path = sets.get(self.path)
+                    body = path.read_bytes() if path is not None else b"{}"
+                    self.send_response(200 if path is not None else 404)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+
+                def log_message(self, format: str, *args: object) -> None:
+                    pass  # quiet: the tests' output is not the place
+
+            self._key_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            self._key_server.daemon_threads = True
+            threading.Thread(
+                target=self._key_server.serve_forever, name="aiokproto-oidc-keys", daemon=True
+            ).start()
+        return f"http://127.0.0.1:{self._key_server.server_address[1]}"
 
     @property
     def running(self) -> bool:
@@ -240,7 +337,8 @@ class LocalOidcServer:
         self._dir.mkdir(parents=True, exist_ok=True)
         config = self._dir / "application.properties"
         config.write_text(
-            server_properties(self.port, self.clients, self._jwk_file), encoding="utf-8"
+            server_properties(self.port, self.clients, self._jwk_file, self._serve_client_keys()),
+            encoding="utf-8",
         )
         cmd = [
             java,
@@ -295,6 +393,10 @@ class LocalOidcServer:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             processes.terminate(proc, grace=10)
+        keys, self._key_server = self._key_server, None
+        if keys is not None:
+            keys.shutdown()
+            keys.server_close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> LocalOidcServer:

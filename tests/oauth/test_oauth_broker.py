@@ -2,7 +2,9 @@
 provider (Spring Authorization Server) and a Kafka broker validating its tokens against
 the JWKS (KIP-768). Producer, Consumer, ShareConsumer and Admin connect; a wrong
 secret, an unreachable endpoint and a token for another audience fail quickly with
-errors that name the fix; the CLI takes Java's properties file. Refresh and the mixed
+errors that name the fix; the CLI takes Java's properties file. A private-key JWT client
+(RFC 7523, RS256 and ES256) produces and consumes, and a wrong key is a 401 naming the
+key setting. Refresh and the mixed
 Java/librdkafka check take longer: ``make test-oauth`` (``AIOKPROTO_OAUTH=full``)."""
 
 from __future__ import annotations
@@ -368,3 +370,50 @@ async def test_java_and_librdkafka_authenticate_to_the_same_listener(
     async with Consumer(topic_name, auto_offset_reset="earliest", **conf) as consumer:
         record = await asyncio.wait_for(consumer.getone(), 15)
     assert record.value == b"from librdkafka"
+
+
+def key_provider(server: LocalOidcServer, client_id: str, key_file: Path | None = None) -> Any:
+    algorithm = server.client(client_id).assertion_algorithm
+    assert algorithm is not None
+    return OAuthClientCredentials(
+        server.token_url,
+        client_id,
+        private_key_file=key_file or server.private_key_file(client_id),
+        assertion_algorithm=algorithm,
+        scope="kafka",
+    )
+
+
+@pytest.mark.parametrize("client_id", ["kafka-jwt", "kafka-jwt-es"])
+async def test_a_private_key_jwt_client_produces_and_consumes(
+    kafka_oauth: LocalKafka, oidc_server: LocalOidcServer, topic_name: str, client_id: str
+) -> None:
+    # RFC 7523 client authentication: the server checks the assertion against the
+    # client's registered public key set (RS256 and ES256), the broker the token
+    tokens = key_provider(oidc_server, client_id)
+    conf = options(kafka_oauth, tokens)
+    async with Producer(**conf) as producer:
+        await producer.send_and_wait(topic_name, b"via a client assertion")
+    async with Consumer(topic_name, auto_offset_reset="earliest", **conf) as consumer:
+        record = await asyncio.wait_for(consumer.getone(), 15)
+        assert record.value == b"via a client assertion"
+    assert tokens.fetches == 1
+    assert tokens.current is not None and tokens.current.claims
+    assert tokens.current.claims["aud"] in (client_id, [client_id])
+
+
+async def test_an_assertion_signed_with_another_key_is_a_401_naming_the_key(
+    kafka_oauth: LocalKafka, oidc_server: LocalOidcServer, tmp_path: Path
+) -> None:
+    from aiokproto.testing.oidc import assertion_key
+
+    wrong, _ = assertion_key(tmp_path, "kafka-jwt", "RS256")  # not the registered key
+    started = time.monotonic()
+    with pytest.raises(
+        OAuthTokenError,
+        match=r"HTTP 401 \(invalid_client\).*'kafka-jwt'.*assertion.private.key.file",
+    ) as info:
+        async with Admin(**options(kafka_oauth, key_provider(oidc_server, "kafka-jwt", wrong))):
+            pass
+    assert info.value.status == 401
+    assert time.monotonic() - started < 5  # a 401 is not retried

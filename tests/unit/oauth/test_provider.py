@@ -444,6 +444,20 @@ async def test_a_private_key_jwt_assertion_is_signed_and_verifies(
     assert endpoint.form(1)["client_assertion"] != form["client_assertion"]  # fresh jti
 
 
+async def test_a_refused_assertion_names_the_key_setting_not_the_secret(tmp_path: Path) -> None:
+    from aiokproto.testing.oidc import assertion_key
+
+    pem, _ = assertion_key(tmp_path, "svc", "ES256")
+    endpoint = Endpoint(lambda n: httpx.Response(401, json={"error": "invalid_client"}))
+    tokens = make(endpoint, secret=None, private_key_file=pem, assertion_algorithm="ES256")
+    with pytest.raises(OAuthTokenError) as info:
+        await tokens.token()
+    text = str(info.value)
+    assert "client assertion key (sasl.oauthbearer.assertion.private.key.file)" in text
+    assert "accept ES256 assertions" in text and "client.secret" not in text
+    assert len(endpoint.requests) == 1
+
+
 def test_a_key_of_the_wrong_kind_or_unreadable_is_a_config_error(tmp_path: Path) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
