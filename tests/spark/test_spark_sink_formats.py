@@ -71,6 +71,22 @@ def test_avro_struct_rows_round_trip_through_the_registry(
         (b"1", 1, {"a": "x"}, None),
         (b"2", 2, {"b": "y"}, "n2"),
     ]
+    # the bytes are Confluent's wire format: confluent-kafka's own deserializer reads them
+    ck = pytest.importorskip("confluent_kafka.schema_registry.avro")
+    from confluent_kafka.schema_registry import SchemaRegistryClient as CkClient
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    raw = (
+        spark.read.format("aiokproto")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic_name)
+        .load()
+        .where("key = '2'")
+        .collect()
+    )
+    decode = ck.AvroDeserializer(CkClient({"url": url}))
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    assert decode(bytes(raw[0].value), ctx) == {"id": 2, "tags": {"b": "y"}, "note": "n2"}
 
 
 def test_sink_format_errors_are_typed_and_say_where(
