@@ -257,7 +257,18 @@ def check_columns(schema: StructType, options: SinkOptions) -> None:
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in fields:
         raise KafkaConfigError("the DataFrame needs a value column (string or binary)")
+    fmt = options.formats
     for name in ("value", "key"):
+        encoded = fmt is not None and getattr(fmt, name) is not None
+        if encoded and name in fields:
+            column = getattr(fmt, name)
+            if _is(fields[name], BinaryType):
+                raise KafkaConfigError(
+                    f"{name}Format={column.format} encodes the {name} column, but it is binary "
+                    f"(already encoded?): give a struct (or map) {name} column, or drop "
+                    f"{name}Format"
+                )
+            continue
         if name in fields and not _is(fields[name], StringType, BinaryType):
             raise KafkaConfigError(
                 f"column {name} must be string or binary, not {fields[name].simpleString()}"
@@ -297,7 +308,8 @@ class KafkaBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         batches = (arrow_batch(batch) for batch in iterator)
         txn_id = task_transactional_id(self.options.transactional_id_prefix)
-        return _Written(write_sync(self.options.client, self.options.topic, batches, txn_id))
+        o = self.options
+        return _Written(write_sync(o.client, o.topic, batches, txn_id, o.formats))
 
 
 class KafkaStreamWriter(compat.DataSourceStreamArrowWriter):
@@ -313,7 +325,8 @@ class KafkaStreamWriter(compat.DataSourceStreamArrowWriter):
             else row_batches(iterator)
         )
         txn_id = task_transactional_id(self.options.transactional_id_prefix)
-        return _Written(write_sync(self.options.client, self.options.topic, batches, txn_id))
+        o = self.options
+        return _Written(write_sync(o.client, o.topic, batches, txn_id, o.formats))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records were acknowledged by the tasks themselves; nothing left to do."""
@@ -348,11 +361,15 @@ class KafkaDataSource(DataSource):
         return stream_reader(_source_options(self.options, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        options = parse_sink_options(self.options)
-        check_columns(schema, options)
-        return KafkaBatchWriter(options)
+        return KafkaBatchWriter(_sink_options(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        options = parse_sink_options(self.options)
-        check_columns(schema, options)
-        return KafkaStreamWriter(options)
+        return KafkaStreamWriter(_sink_options(self.options, schema))
+
+
+def _sink_options(options: Any, schema: StructType) -> SinkOptions:
+    parsed = parse_sink_options(options)
+    check_columns(schema, parsed)
+    if parsed.formats is None:
+        return parsed
+    return replace(parsed, formats=formats.resolve_sink(parsed.formats))

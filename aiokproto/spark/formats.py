@@ -580,3 +580,179 @@ def to_typed_batch(
             )
         )
     return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields))
+
+
+# -- the sink: rows encoded by the registry's serializers --------------------------------
+#
+# Which schema id a record gets follows confluent-kafka's serializer defaults: a schema
+# given as an option (valueSchema) is registered under the subject if it is not there
+# yet (auto.register.schemas, default true, as a producer with a schema in its code
+# does); without one the subject's latest version is used (use.latest.version, and
+# nothing registered: the sink has no schema of its own to offer then).
+
+
+@dataclass(frozen=True, slots=True)
+class SinkColumn:
+    """One encoded column of the sink (picklable): its writer schema and subject."""
+
+    field: str
+    format: str
+    subject: str | None  # None: <row's topic>-<field> (confluent's topic strategy)
+    schema_str: str
+    references: tuple[tuple[str, str, int], ...]
+    register: bool  # the schema came as an option: auto-register it
+
+
+@dataclass(frozen=True, slots=True)
+class SinkFormats:
+    registry: Mapping[str, Any]
+    key: ColumnRequest | SinkColumn | None
+    value: ColumnRequest | SinkColumn | None
+
+
+def parse_sink_formats(options: Mapping[str, str], topic: str | None) -> SinkFormats | None:
+    """The sink's format options (lower-cased keys), checked without the registry; None
+    if both columns are written as given (binary or string)."""
+    columns: dict[str, ColumnRequest | None] = {}
+    for field in ("key", "value"):
+        fmt = (_text(options, f"{field}Format") or "binary").lower()
+        if (
+            topic is None
+            and fmt != "binary"
+            and _text(options, f"{field}Subject") is None
+            and _text(options, f"{field}Schema") is None
+        ):
+            raise KafkaConfigError(
+                f"{field}Format={fmt} without the topic option: give {field}Schema (registered "
+                f"under <topic>-{field} of each row's topic) or {field}Subject"
+            )
+        req = _column(options, field, topic)
+        if req is not None and req.schema is not None and _text(options, f"{field}Subject") is None:
+            req = ColumnRequest(req.field, req.format, None, req.schema)  # per row's topic
+        columns[field] = req
+    conf = registry_conf(options)
+    if columns["key"] is None and columns["value"] is None:
+        if conf:
+            raise KafkaConfigError(
+                "schema.registry.* options are set but keyFormat and valueFormat are binary: "
+                "set valueFormat (or keyFormat) to avro or json"
+            )
+        return None
+    if "url" not in conf:
+        what = "valueFormat" if columns["value"] is not None else "keyFormat"
+        raise KafkaConfigError(f"{what} avro/json needs the option schema.registry.url")
+    return SinkFormats(conf, columns["key"], columns["value"])
+
+
+def resolve_sink(formats: SinkFormats) -> SinkFormats:
+    """Each column's writer schema: the option's text, or the subject's latest version
+    (asks the registry: on the driver, so a wrong URL or subject fails before any task)."""
+    return asyncio.run(_resolve_sink(formats))
+
+
+async def _resolve_sink(formats: SinkFormats) -> SinkFormats:
+    from aiokproto.schema_registry import Schema, SchemaRegistryClient
+
+    async with SchemaRegistryClient(dict(formats.registry)) as sr:
+
+        async def one(req: ColumnRequest | SinkColumn | None) -> SinkColumn | None:
+            if req is None or isinstance(req, SinkColumn):
+                return req
+            if req.schema is None:
+                assert req.subject is not None
+                schema = (await sr.get_latest_version(req.subject)).schema
+                if schema.schema_type != req.format.upper():
+                    raise KafkaConfigError(
+                        f"{req.field}Format is {req.format} but subject {req.subject!r} "
+                        f"holds a {schema.schema_type} schema"
+                    )
+            else:
+                schema = Schema(req.schema, req.format.upper())
+            refs = tuple((r.name, r.subject, r.version) for r in schema.references)
+            return SinkColumn(
+                req.field, req.format, req.subject, schema.schema_str, refs, req.schema is not None
+            )
+
+        return SinkFormats(formats.registry, await one(formats.key), await one(formats.value))
+
+
+def to_plain(value: Any, dtype: Any) -> Any:
+    """An Arrow ``to_pylist`` value of type ``dtype`` as the serializers take it: maps
+    (lists of key/value pairs there) as dicts, at any depth."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_map(dtype):
+        return {k: to_plain(v, dtype.item_type) for k, v in value}
+    if pa.types.is_struct(dtype):
+        return {f.name: to_plain(value[f.name], f.type) for f in dtype}
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return [to_plain(v, dtype.value_type) for v in value]
+    return value
+
+
+def _plain_needed(dtype: Any) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_map(dtype):
+        return True
+    if pa.types.is_struct(dtype):
+        return any(_plain_needed(f.type) for f in dtype)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _plain_needed(dtype.value_type)
+    return False
+
+
+def column_values(column: Any) -> list[Any]:
+    """An Arrow column's rows as the serializers take them (dicts for structs and maps)."""
+    values = column.to_pylist()
+    if _plain_needed(column.type):
+        return [to_plain(v, column.type) for v in values]
+    return list(values)
+
+
+def _serializer(sr: Any, column: SinkColumn | ColumnRequest | None) -> Any:
+    if column is None:
+        return None
+    assert isinstance(column, SinkColumn), "formats are resolved on the driver"
+    from aiokproto.schema_registry import Schema, SchemaReference
+
+    refs = tuple(SchemaReference(*r) for r in column.references)
+    schema = Schema(column.schema_str, column.format.upper(), refs)
+    conf: dict[str, Any] = (
+        {"auto.register.schemas": True}
+        if column.register
+        else {"auto.register.schemas": False, "use.latest.version": True}
+    )
+    subject = column.subject
+    if subject is not None:
+        conf["subject.name.strategy"] = lambda ctx, record_name: subject
+    if column.format == "avro":
+        from aiokproto.schema_registry.avro import AvroSerializer
+
+        return AvroSerializer(sr, schema, conf=conf)
+    from aiokproto.schema_registry.json_schema import JSONSerializer
+
+    return JSONSerializer(schema, sr, conf=conf)
+
+
+class Encoder:
+    """Encodes the key and value columns of the sink's rows (one registry client per
+    task, opened on the task's loop)."""
+
+    def __init__(self, formats: SinkFormats, sr: Any) -> None:
+        self.key = _serializer(sr, formats.key)
+        self.value = _serializer(sr, formats.value)
+
+    async def encode(
+        self, values: Sequence[Any], topics: Sequence[str | None], field: str
+    ) -> list[bytes | None]:
+        from aiokproto.serialization import MessageField, SerializationContext
+
+        serializer = self.key if field == "key" else self.value
+        which = MessageField.KEY if field == "key" else MessageField.VALUE
+        return [
+            await serializer.serialize(v, SerializationContext(t or "", which))
+            for v, t in zip(values, topics, strict=True)
+        ]

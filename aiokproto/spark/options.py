@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokproto.errors import KafkaConfigError
-from aiokproto.spark.formats import FORMAT_OPTIONS, REGISTRY_PREFIX, Formats, parse_formats
+from aiokproto.spark.formats import (
+    FORMAT_OPTIONS,
+    REGISTRY_PREFIX,
+    Formats,
+    SinkFormats,
+    parse_formats,
+    parse_sink_formats,
+)
 from aiokproto.spark.kafka_options import client_options
 from aiokproto.spark.offsets import (
     EARLIEST,
@@ -54,7 +61,7 @@ SOURCE_OPTIONS = (
     "kafkaConsumer.pollTimeoutMs",
     *FORMAT_OPTIONS,
 )
-SINK_OPTIONS = ("topic", "transactional.id.prefix")
+SINK_OPTIONS = ("topic", "transactional.id.prefix", *FORMAT_OPTIONS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,11 +290,13 @@ class SinkOptions:
     # each task writes in one transaction, as "<prefix>-<partition id>" (None: plain
     # at-least-once writes)
     transactional_id_prefix: str | None = None
+    # keyFormat/valueFormat avro or json (resolved on the driver: formats.resolve_sink)
+    formats: SinkFormats | None = None
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     options = {k.lower(): v for k, v in options.items()}
-    _check_keys(options, SINK_OPTIONS, "sink", ("kafka.",))
+    _check_keys(options, SINK_OPTIONS, "sink", ("kafka.", REGISTRY_PREFIX))
     client = client_options(options, "producer")
     client.setdefault(
         "batch_size", min(SINK_BATCH_SIZE, client.get("max_request_size", SINK_BATCH_SIZE))
@@ -302,4 +311,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         client=client,
         topic=topic.strip() if topic else None,
         transactional_id_prefix=prefix.strip() if prefix else None,
+        formats=parse_sink_formats(options, topic.strip() if topic else None),
     )

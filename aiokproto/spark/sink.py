@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress, pairwise
 from operator import itemgetter, ne, or_
 from typing import Any, NamedTuple
@@ -41,6 +41,7 @@ from aiokproto.errors import KafkaConfigError
 from aiokproto.producer.delivery import BatchDelivery, DeliveryFuture
 from aiokproto.producer.partitioner import partition_for_key
 from aiokproto.records.record import Header
+from aiokproto.spark.formats import Encoder, SinkFormats, column_values
 
 # Records awaiting acknowledgement before the oldest send is waited for: bounds memory
 # while keeping batches flowing (the producer's own buffer_memory bounds bytes).
@@ -171,13 +172,25 @@ def arrow_batch(batch: Any) -> OutBatch:
 
     value = batch.column(index["value"])
     key, topic, partition, headers = col("key"), col("topic"), col("partition"), col("headers")
+    # a struct (or other typed) column, for valueFormat/keyFormat: dicts, encoded later
+    typed = not _is_bytes(value.type)
     return OutBatch(
-        values=_binary(value),
-        keys=None if key is None else _binary(key),
+        values=column_values(value) if typed else _binary(value),
+        keys=None if key is None else (_binary(key) if _is_bytes(key.type) else column_values(key)),
         topics=[None] * n if topic is None else topic.to_pylist(),
         partitions=None if partition is None else partition.to_pylist(),
         headers=None if headers is None else _arrow_headers(headers),
-        value_bytes=int(pc.sum(pc.binary_length(value)).as_py() or 0),
+        value_bytes=None if typed else int(pc.sum(pc.binary_length(value)).as_py() or 0),
+    )
+
+
+def _is_bytes(dtype: Any) -> bool:
+    t = pa.types
+    return bool(
+        t.is_binary(dtype)
+        or t.is_large_binary(dtype)
+        or t.is_string(dtype)
+        or t.is_large_string(dtype)
     )
 
 
@@ -196,14 +209,22 @@ def row_records(rows: Iterable[Any]) -> Iterator[OutRecord]:
         yield (
             fields.get("topic"),
             fields.get("partition"),
-            key.encode() if isinstance(key, str) else (bytes(key) if key is not None else None),
-            value.encode()
-            if isinstance(value, str)
-            else (bytes(value) if value is not None else None),
+            _row_bytes(key),
+            _row_bytes(value),
             [(e["key"], None if e["value"] is None else bytes(e["value"])) for e in h]
             if h
             else None,
         )
+
+
+def _row_bytes(value: Any) -> Any:
+    """A Row's key or value as bytes; a dict (a struct or map for keyFormat/valueFormat)
+    or other typed value as it is, for the serializers."""
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    return value
 
 
 def record_batches(records: Iterable[OutRecord], size: int = ROW_CHUNK) -> Iterator[OutBatch]:
@@ -410,10 +431,28 @@ async def write_records(
     topic_option: str | None,
     batches: Iterable[OutBatch],
     transactional_id: str | None = None,
+    formats: SinkFormats | None = None,
 ) -> WriteResult:
     """Send every record and wait for all acknowledgements; raise the first failure.
     With a ``transactional_id``, all of it is one transaction, committed at the end
-    and aborted if anything fails."""
+    and aborted if anything fails. With ``formats`` (resolved) the key and value
+    columns are encoded by the registry's serializers first."""
+    if formats is None:
+        return await _write(client, topic_option, batches, transactional_id, None)
+    from aiokproto.schema_registry import SchemaRegistryClient
+
+    async with SchemaRegistryClient(dict(formats.registry)) as sr:
+        encoder = Encoder(formats, sr)
+        return await _write(client, topic_option, batches, transactional_id, encoder)
+
+
+async def _write(
+    client: Mapping[str, Any],
+    topic_option: str | None,
+    batches: Iterable[OutBatch],
+    transactional_id: str | None,
+    encoder: Encoder | None,
+) -> WriteResult:
     from aiokproto.producer import Producer
 
     options = dict(client)
@@ -421,13 +460,31 @@ async def write_records(
         options["transactional_id"] = transactional_id
     async with Producer(**options) as producer:
         if transactional_id is None:
-            return await _send_all(producer, topic_option, batches)
+            return await _send_all(producer, topic_option, batches, encoder)
         async with producer.transaction():
-            return await _send_all(producer, topic_option, batches)
+            return await _send_all(producer, topic_option, batches, encoder)
+
+
+async def encode_batch(batch: OutBatch, topic_option: str | None, encoder: Encoder) -> OutBatch:
+    """``batch`` with its key and value columns encoded (each row for its topic)."""
+    n = len(batch.values)
+    topics: Sequence[str | None] = (
+        [topic_option] * n if topic_option else (batch.topics or [None] * n)
+    )
+    values: Sequence[bytes | None] = batch.values
+    keys = batch.keys
+    if encoder.value is not None:
+        values = await encoder.encode(batch.values, topics, "value")
+    if encoder.key is not None and keys is not None:
+        keys = await encoder.encode(keys, topics, "key")
+    return replace(batch, values=values, keys=keys, value_bytes=None)
 
 
 async def _send_all(
-    producer: Any, topic_option: str | None, batches: Iterable[OutBatch]
+    producer: Any,
+    topic_option: str | None,
+    batches: Iterable[OutBatch],
+    encoder: Encoder | None = None,
 ) -> WriteResult:
     # Keyed rows are grouped by their key's partition only with the default
     # partitioner (a custom one is left to choose per record inside send_batch).
@@ -440,6 +497,8 @@ async def _send_all(
         by_topic = topic_rows(batch, topic_option)
         if not by_topic:
             continue
+        if encoder is not None:
+            batch = await encode_batch(batch, topic_option, encoder)
         step = _chunk_rows(batch, call_bytes)
         values, keys = batch.values, batch.keys
         for topic, rows_of_topic in by_topic.items():
@@ -556,5 +615,6 @@ def write_sync(
     topic_option: str | None,
     batches: Iterable[OutBatch],
     transactional_id: str | None = None,
+    formats: SinkFormats | None = None,
 ) -> WriteResult:
-    return asyncio.run(write_records(client, topic_option, batches, transactional_id))
+    return asyncio.run(write_records(client, topic_option, batches, transactional_id, formats))

@@ -83,7 +83,7 @@ def test_a_pattern_needs_a_subject_and_a_sink_refuses_registry_options() -> None
         )
     from aiokproto.spark.options import parse_sink_options
 
-    with pytest.raises(KafkaConfigError, match=r"schema\.registry\.url"):
+    with pytest.raises(KafkaConfigError, match="keyFormat and valueFormat are binary"):
         parse_sink_options({"kafka.bootstrap.servers": "h:1", "schema.registry.url": "http://r"})
 
 
@@ -297,3 +297,90 @@ def test_arrow_types_are_sparks_down_to_nested_nullability() -> None:
         return str(pa.schema([pa.field("v", arrow)]).to_string())
 
     assert text(formats.arrow_type(dtype)) == text(to_arrow_type(dtype, **tz))
+
+
+# -- the sink ----------------------------------------------------------------------------
+
+SINK = {"kafka.bootstrap.servers": "127.0.0.1:9", "schema.registry.url": "http://r:1"}
+
+
+def sink(**options: str) -> Any:
+    from aiokproto.spark.options import parse_sink_options
+
+    return parse_sink_options({**SINK, **options}).formats
+
+
+def test_sink_formats_default_to_the_topic_subject_or_the_rows_topics() -> None:
+    f = sink(topic="orders", valueFormat="avro")
+    assert f.value == formats.ColumnRequest("value", "avro", "orders-value", None)
+    assert f.key is None
+    # a schema given and no subject: registered under each row's <topic>-value
+    f = sink(valueFormat="json", valueSchema="{}")
+    assert f.value == formats.ColumnRequest("value", "json", None, "{}")
+    f = sink(topic="o", keyFormat="avro", keySubject="ids")
+    assert f.key == formats.ColumnRequest("key", "avro", "ids", None)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"valueFormat": "avro"}, "without the topic option: give valueSchema"),
+        ({"topic": "o", "valueFormat": "avro", "schema.registry.url": ""}, "bad|url|http"),
+        ({"topic": "o", "valueFormat": "xml"}, "must be one of binary, avro, json"),
+        ({"topic": "o", "valueSubject": "s"}, "needs valueFormat avro or json"),
+        ({"topic": "o", "valueFormat": "avro", "valueSchma": "{}"}, "unknown option.*valueschma"),
+    ],
+)
+def test_bad_sink_format_options_are_clear(options: dict[str, str], message: str) -> None:
+    with pytest.raises(KafkaConfigError, match=message):
+        sink(**options)
+
+
+def test_sink_values_become_the_dicts_the_serializers_take() -> None:
+    import pyarrow as pa
+
+    dtype = pa.struct(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("tags", pa.map_(pa.string(), pa.string())),
+            pa.field(
+                "lines", pa.list_(pa.struct([pa.field("m", pa.map_(pa.string(), pa.int32()))]))
+            ),
+        ]
+    )
+    column = pa.array(
+        [
+            {"id": 1, "tags": [("a", "x")], "lines": [{"m": [("q", 2)]}]},
+            None,
+            {"id": 2, "tags": None, "lines": []},
+        ],
+        dtype,
+    )
+    assert formats.column_values(column) == [
+        {"id": 1, "tags": {"a": "x"}, "lines": [{"m": {"q": 2}}]},
+        None,
+        {"id": 2, "tags": None, "lines": []},
+    ]
+    # without maps anywhere: to_pylist's own dicts
+    plain = pa.array([{"id": 3}], pa.struct([pa.field("id", pa.int64())]))
+    assert formats.column_values(plain) == [{"id": 3}]
+
+
+def test_sink_row_objects_keep_typed_values_for_the_serializers() -> None:
+    from pyspark.sql import Row
+
+    from aiokproto.spark.sink import row_records
+
+    rows = [Row(key="k", value=Row(id=1, tags={"a": "x"}))]
+    assert list(row_records(rows)) == [(None, None, b"k", {"id": 1, "tags": {"a": "x"}}, None)]
+
+
+def test_an_unreachable_registry_fails_the_sink_on_the_driver_with_its_url() -> None:
+    (port,) = free_ports(1)
+    f = sink(
+        topic="o",
+        valueFormat="avro",
+        **{"schema.registry.url": f"http://127.0.0.1:{port}", "schema.registry.max.retries": "1"},
+    )
+    with pytest.raises(RegistryUnreachableError, match=f"127.0.0.1:{port}"):
+        formats.resolve_sink(f)
