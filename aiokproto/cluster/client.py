@@ -44,6 +44,9 @@ _SASL_PROBE_S = 2.0
 #: how long start() gives one connection attempt before it also tries the next server
 _STAGGER_S = 0.5
 
+#: what waiters of a connect get when it was cancelled (e.g. by a start() deadline)
+CONNECT_CANCELLED = "connect cancelled"
+
 
 def _reason(error: KafkaError, host: str, port: int) -> str:
     """A server's error without the address the message repeats."""
@@ -203,7 +206,9 @@ class ClusterClient:
             else:
                 within = f"{api_timeout:g} s (default_api_timeout_ms)"
             text = f"no bootstrap server answered within {within}; tried {tried}"
-            if last is not None and str(last) not in {str(e) for e in failed.values()}:
+            # a connect our own deadline cancelled is no error of the servers': not named
+            said = {str(e) for e in failed.values()} | {CONNECT_CANCELLED}
+            if last is not None and str(last) not in said:
                 text += f"; last error: {last}"
             raise BootstrapError(text) from last_connection_error or last
         except BaseException:
@@ -305,7 +310,7 @@ class ClusterClient:
         except BaseException as exc:
             if not fut.done():
                 fut.set_exception(
-                    exc if isinstance(exc, Exception) else KafkaConnectionError("connect cancelled")
+                    exc if isinstance(exc, Exception) else KafkaConnectionError(CONNECT_CANCELLED)
                 )
                 fut.exception()  # retrieved: waiters may not exist
             raise
