@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, Generic, Literal, TypeVar, overload
+from collections.abc import Mapping
+from typing import Any, Generic, overload
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -20,20 +20,19 @@ from fastavro.validation import validate
 
 from aiokproto.schema_registry.client import Schema, SchemaRegistryClient
 from aiokproto.schema_registry.errors import InvalidSchemaError, SchemaMismatchError
-from aiokproto.schema_registry.serde import SubjectIds, Writer, unframe
+from aiokproto.schema_registry.serde import (
+    FromDict,
+    SubjectIds,
+    T,
+    ToDict,
+    Writer,
+    WriterSerializer,
+    unframe,
+)
 from aiokproto.serialization import (
-    AWAIT,
-    Await,
     ContextDeserializer,
-    ContextSerializer,
     SerializationContext,
 )
-
-T = TypeVar("T")
-# to_dict(obj, ctx) makes what is written of an object; from_dict(d, ctx) an object of
-# what was read: their types are the serdes' type parameter (Any without them)
-ToDict = Callable[[T, SerializationContext], Any]
-FromDict = Callable[[Any, SerializationContext], T]
 
 
 def _as_schema(schema: str | Schema) -> Schema:
@@ -86,7 +85,7 @@ def _record_name(schema: Schema) -> str | None:
     return None
 
 
-class AvroSerializer(ContextSerializer[T], Generic[T]):
+class AvroSerializer(WriterSerializer[T], Generic[T]):
     """Writes dicts (or what ``to_dict(obj, ctx)`` makes of objects) as Avro.
 
     ``conf``: ``auto.register.schemas`` (default True), ``use.latest.version``,
@@ -128,19 +127,6 @@ class AvroSerializer(ContextSerializer[T], Generic[T]):
 
     async def _prepare(self, schema: Schema) -> Any:
         return await _parse(self._client, schema)
-
-    def serialize_now(
-        self, data: T, ctx: SerializationContext
-    ) -> bytes | Literal[Await.AWAIT] | None:
-        if data is None:
-            return None
-        writer = self._ids.cached(ctx)
-        return AWAIT if writer is None else self._write(writer, data, ctx)
-
-    async def serialize(self, data: T, ctx: SerializationContext) -> bytes | None:
-        if data is None:
-            return None
-        return self._write(await self._ids.writer(ctx), data, ctx)
 
     def _write(self, writer: Writer[Any], data: T, ctx: SerializationContext) -> bytes:
         record: Any = data if self._to_dict is None else self._to_dict(data, ctx)

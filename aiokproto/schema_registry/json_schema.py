@@ -11,8 +11,8 @@ are resolved by their names (the ``$ref`` URIs).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, Generic, Literal, TypeVar, overload
+from collections.abc import Mapping
+from typing import Any, Generic, overload
 
 import jsonschema  # type: ignore[import-untyped]  # no inline types, no stubs here
 from referencing import Registry, Resource
@@ -23,19 +23,19 @@ from aiokproto.schema_registry.errors import (
     InvalidSchemaError,
     SchemaMismatchError,
 )
-from aiokproto.schema_registry.serde import SubjectIds, Writer, unframe
+from aiokproto.schema_registry.serde import (
+    FromDict,
+    SubjectIds,
+    T,
+    ToDict,
+    Writer,
+    WriterSerializer,
+    unframe,
+)
 from aiokproto.serialization import (
-    AWAIT,
-    Await,
     ContextDeserializer,
-    ContextSerializer,
     SerializationContext,
 )
-
-T = TypeVar("T")
-# as in avro.py: to_dict / from_dict give the serdes' type parameter (Any without)
-ToDict = Callable[[T, SerializationContext], Any]
-FromDict = Callable[[Any, SerializationContext], T]
 
 
 def _as_schema(schema: str | Schema) -> Schema:
@@ -93,7 +93,7 @@ def _check(validator: Any, data: Any, what: str) -> None:
         )
 
 
-class JSONSerializer(ContextSerializer[T], Generic[T]):
+class JSONSerializer(WriterSerializer[T], Generic[T]):
     """Writes JSON-able data (or what ``to_dict(obj, ctx)`` makes of objects), checked
     against the schema. ``conf`` as for ``AvroSerializer``; typed as it is."""
 
@@ -129,19 +129,6 @@ class JSONSerializer(ContextSerializer[T], Generic[T]):
 
     async def _prepare(self, schema: Schema) -> Any:
         return await _validator(self._client, schema)
-
-    def serialize_now(
-        self, data: T, ctx: SerializationContext
-    ) -> bytes | Literal[Await.AWAIT] | None:
-        if data is None:
-            return None
-        writer = self._ids.cached(ctx)
-        return AWAIT if writer is None else self._write(writer, data, ctx)
-
-    async def serialize(self, data: T, ctx: SerializationContext) -> bytes | None:
-        if data is None:
-            return None
-        return self._write(await self._ids.writer(ctx), data, ctx)
 
     def _write(self, writer: Writer[Any], data: T, ctx: SerializationContext) -> bytes:
         record: Any = data if self._to_dict is None else self._to_dict(data, ctx)

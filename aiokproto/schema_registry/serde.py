@@ -16,14 +16,25 @@ from __future__ import annotations
 import struct
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from aiokproto.error_families import KafkaConfigError
 from aiokproto.schema_registry.client import RegisteredSchema, Schema, SchemaRegistryClient
 from aiokproto.schema_registry.errors import NotWireFormatError
-from aiokproto.serialization import MessageField, SerializationContext
+from aiokproto.serialization import (
+    AWAIT,
+    Await,
+    ContextSerializer,
+    MessageField,
+    SerializationContext,
+)
 
 P = TypeVar("P")
+T = TypeVar("T")
+# to_dict(obj, ctx) makes what is written of an object; from_dict(d, ctx) an object of
+# what was read: their types are the serdes' type parameter (Any without them)
+ToDict = Callable[[T, SerializationContext], Any]
+FromDict = Callable[[Any, SerializationContext], T]
 
 MAGIC_BYTE = 0
 _HEADER = struct.Struct(">bI")
@@ -179,3 +190,27 @@ class SubjectIds(Generic[P]):
             return schema_id, self.schema
         found = await self.client.lookup_schema(subject, self.schema, self.normalize)
         return found.schema_id, self.schema
+
+
+class WriterSerializer(ContextSerializer[T], Generic[T]):
+    """A serializer that needs only its subject's ``Writer`` to write a record (Avro,
+    JSON Schema): ``serialize_now`` answers from ``SubjectIds``' cache, ``serialize``
+    awaits the look-up; subclasses set ``_ids`` and implement ``_write``."""
+
+    _ids: SubjectIds[Any]
+
+    def _write(self, writer: Writer[Any], data: T, ctx: SerializationContext) -> bytes:
+        raise NotImplementedError
+
+    def serialize_now(
+        self, data: T, ctx: SerializationContext
+    ) -> bytes | Literal[Await.AWAIT] | None:
+        if data is None:
+            return None
+        writer = self._ids.cached(ctx)
+        return AWAIT if writer is None else self._write(writer, data, ctx)
+
+    async def serialize(self, data: T, ctx: SerializationContext) -> bytes | None:
+        if data is None:
+            return None
+        return self._write(await self._ids.writer(ctx), data, ctx)
