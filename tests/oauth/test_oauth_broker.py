@@ -186,6 +186,33 @@ def test_the_cli_reads_a_java_client_properties_file(
     assert '"brokers"' in run.stdout
 
 
+def test_the_cli_logs_in_with_its_oauth_flags(
+    kafka_oauth: LocalKafka, oidc_server: LocalOidcServer
+) -> None:
+    """The flags, the secret from the environment as the help says: a user of Kafka's
+    tools needs no properties file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIOKPROTO_")}
+    env["AIOKPROTO_SASL_OAUTHBEARER_CLIENT_SECRET"] = oidc_server.client("kafka-client").secret
+    run = subprocess.run(
+        [
+            sys.executable, "-m", "aiokproto", "cluster", "describe",
+            "-b", kafka_oauth.bootstrap("SASL_PLAINTEXT"),
+            "--security-protocol", "SASL_PLAINTEXT",
+            "--sasl-mechanism", "OAUTHBEARER",
+            "--sasl-oauthbearer-token-endpoint-url", oidc_server.token_url,
+            "--sasl-oauthbearer-client-id", "kafka-client",
+            "--sasl-oauthbearer-scope", "kafka",
+            "--output", "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert '"brokers"' in run.stdout
+
+
 @full_only
 async def test_an_expiring_token_is_refreshed_and_the_session_reauthenticated(
     kafka_oauth: LocalKafka, oidc_server: LocalOidcServer
