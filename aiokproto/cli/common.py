@@ -203,11 +203,15 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--sasl-username", envvar="AIOKPROTO_SASL_USERNAME", help="[env ...]"),
     click.option("--sasl-password", envvar="AIOKPROTO_SASL_PASSWORD", help="[env ...]"),
     *(
-        click.option(flag, envvar=env_name(flag), metavar=metavar, help=f"GSSAPI: {text}")
+        click.option(
+            flag, envvar=env_name(flag), metavar=metavar, help=f"GSSAPI: {text} [env ...]"
+        )
         for flag, (metavar, text) in KERBEROS_FLAGS.items()
     ),
     *(
-        click.option(flag, envvar=env_name(flag), metavar=metavar, help=f"OAUTHBEARER: {text}")
+        click.option(
+            flag, envvar=env_name(flag), metavar=metavar, help=f"OAUTHBEARER: {text} [env ...]"
+        )
         for flag, (_, metavar, text) in OAUTH_FLAGS.items()
     ),
     click.option("--ssl-cafile", envvar="AIOKPROTO_SSL_CAFILE", help="CA bundle (PEM)."),
