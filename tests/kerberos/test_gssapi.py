@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -28,6 +25,7 @@ from aiokproto.net.kerberos import (
 from aiokproto.producer import Producer
 from aiokproto.protocol.messages.metadata import MetadataRequest
 from aiokproto.testing import LocalKafka
+from tests.cli.helpers import cli
 from tests.clients import client_for
 from tests.kerberos.fixtures import GSSAPI, Realm
 
@@ -98,22 +96,15 @@ async def test_keytab_sessions_are_reauthenticated_across_ticket_renewal(
 def test_the_cli_logs_in_with_its_kerberos_flags(realm: Realm, gssapi_kafka: LocalKafka) -> None:
     """A keytab through the CLI's flags (krb5.conf from $KRB5_CONFIG, as the realm
     fixture set it), no properties file."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIOKPROTO_")}
-    run = subprocess.run(
-        [
-            sys.executable, "-m", "aiokproto", "cluster", "describe",
-            "-b", gssapi_kafka.bootstrap("SASL_PLAINTEXT"),
-            "--security-protocol", "SASL_PLAINTEXT",
-            "--sasl-mechanism", "GSSAPI",
-            "--sasl-kerberos-domain-name", "localhost",
-            "--sasl-kerberos-keytab", str(realm.keytab("bob")),
-            "--sasl-kerberos-principal", "bob",
-            "--output", "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
+    run = cli(
+        "cluster", "describe",
+        "-b", gssapi_kafka.bootstrap("SASL_PLAINTEXT"),
+        "--security-protocol", "SASL_PLAINTEXT",
+        "--sasl-mechanism", "GSSAPI",
+        "--sasl-kerberos-domain-name", "localhost",
+        "--sasl-kerberos-keytab", str(realm.keytab("bob")),
+        "--sasl-kerberos-principal", "bob",
+        "--output", "json",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["brokers"]
