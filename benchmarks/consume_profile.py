@@ -29,6 +29,8 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from benchmarks.local_broker import on_broker
+
 VALUE = b"x" * 100
 
 
@@ -237,13 +239,7 @@ def main(argv: list[str]) -> int:
             if ours in medians and theirs in medians:
                 print(f"  {ours} / {theirs}: {medians[ours] / medians[theirs]:.2f}x")
 
-    if args.bootstrap_servers:
-        session(args.bootstrap_servers)
-        return 0
-    from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
-
-    with LocalKafka(security=PLAINTEXT_ONLY) as kafka:
-        session(kafka.bootstrap_servers)
+    on_broker(args.bootstrap_servers, session)
     return 0
 
 

@@ -30,11 +30,12 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from typing import Any
+
+from benchmarks.local_broker import chosen_clients, client_arguments, on_broker, rotated, run_child
 
 CLIENTS = ("aiokproto", "aiokproto-8mib", "aiokproto-unbounded", "confluent-kafka", "aiokafka")
 #: fetch_buffer_max_bytes per aiokproto variant (None: the default, 64 MiB)
@@ -138,18 +139,7 @@ def child(client: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_child(client: str, args: dict[str, Any]) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.consumer_memory", "--child", client],
-        input=json.dumps(args),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    if out.returncode:
-        raise RuntimeError(f"{client} run failed:\n{out.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return run_child("benchmarks.consumer_memory", client, stdin=json.dumps(args))
 
 
 def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
@@ -186,18 +176,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--take", type=int, default=500)
     ap.add_argument("--every-ms", type=int, default=100)
-    ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--clients", default=",".join(CLIENTS))
-    ap.add_argument("--bootstrap-servers")
-    ap.add_argument("--child", choices=CLIENTS, help=argparse.SUPPRESS)
+    client_arguments(ap, CLIENTS, runs=1)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, json.load(sys.stdin))))
         return 0
-    clients = [c for c in args.clients.split(",") if c]
-    unknown = set(clients) - set(CLIENTS)
-    if unknown:
-        ap.error(f"unknown clients {sorted(unknown)}; choose from {CLIENTS}")
+    clients = chosen_clients(ap, args.clients, CLIENTS)
 
     def session(bootstrap: str) -> None:
         topic = f"behind-{uuid.uuid4().hex[:6]}"
@@ -219,8 +203,7 @@ def main(argv: list[str]) -> int:
         }
         runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
         for i in range(args.runs):
-            order = clients[i % len(clients) :] + clients[: i % len(clients)]
-            for client in order:  # rotated, so drift hits every client alike
+            for client in rotated(clients, i):
                 runs[client].append(_run_child(client, spec))
         print(
             f"a consumer behind on {args.partitions} partitions ({total_mb:.0f} MB), reading "
@@ -241,13 +224,7 @@ def main(argv: list[str]) -> int:
             shown = f"{statistics.median(own):>19.1f}" if own else f"{'':>19s}"
             print(f"  {client:20s} {grown:>19.1f} {base:>8.1f} {read:>8,.0f} {shown}")
 
-    if args.bootstrap_servers:
-        session(args.bootstrap_servers)
-        return 0
-    from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
-
-    with LocalKafka(security=PLAINTEXT_ONLY) as kafka:
-        session(kafka.bootstrap_servers)
+    on_broker(args.bootstrap_servers, session)
     return 0
 
 

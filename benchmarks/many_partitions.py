@@ -32,12 +32,13 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
+
+from benchmarks.local_broker import chosen_clients, client_arguments, on_broker, rotated, run_child
 
 CLIENTS = ("aiokproto", "confluent-kafka", "aiokafka")
 #: another checkout's aiokproto ($BENCH_AIOKPROTO_BASE: make bench-base's build_base)
@@ -141,16 +142,9 @@ def child(client: str, bootstrap: str, topic: str, parts: int, n: int) -> dict[s
 
 
 def _run_child(client: str, bootstrap: str, topic: str, parts: int, n: int) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.many_partitions", "--child", client,
-         "--bootstrap-servers", bootstrap, "--topic", topic, "--partitions", str(parts),
-         "--records", str(n)],
-        capture_output=True, text=True, check=False, timeout=900,
-    )  # fmt: skip
-    if out.returncode:
-        raise RuntimeError(f"{client} run failed:\n{out.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    argv = ["--bootstrap-servers", bootstrap, "--topic", topic, "--partitions", str(parts),
+            "--records", str(n)]  # fmt: skip
+    return run_child("benchmarks.many_partitions", client, argv, timeout=900)
 
 
 async def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -204,10 +198,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--partitions", default="1,1000", help="comma-separated partition counts")
     ap.add_argument("--records", type=int, default=100_000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--clients", default=",".join(CLIENTS))
-    ap.add_argument("--bootstrap-servers")
-    ap.add_argument("--child", choices=(*CLIENTS, BASE_CLIENT), help=argparse.SUPPRESS)
+    client_arguments(ap, CLIENTS, runs=3, child=(BASE_CLIENT,))
     ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -221,10 +212,7 @@ def main(argv: list[str]) -> int:
         ap.error(f"--partitions takes comma-separated counts, not {args.partitions!r}")
     if not counts or min(counts) < 1 or args.records < 1 or args.runs < 1:
         ap.error("partition counts, --records and --runs must be >= 1")
-    clients = [c for c in args.clients.split(",") if c]
-    unknown = set(clients) - {*CLIENTS, BASE_CLIENT}
-    if unknown:
-        ap.error(f"unknown clients {sorted(unknown)}; choose from {CLIENTS}")
+    clients = chosen_clients(ap, args.clients, CLIENTS, also=(BASE_CLIENT,))
 
     def session(bootstrap: str) -> None:
         run = uuid.uuid4().hex[:6]
@@ -241,9 +229,8 @@ def main(argv: list[str]) -> int:
             client: {c: [] for c in counts} for client in clients
         }
         for i in range(args.runs):
-            order = clients[i % len(clients):] + clients[:i % len(clients)]
             for c in counts:
-                for client in order:  # rotated, so drift hits every client alike
+                for client in rotated(clients, i):
                     results[client][c].append(
                         _run_child(client, bootstrap, topics[c], c, args.records)
                     )
@@ -253,13 +240,7 @@ def main(argv: list[str]) -> int:
         for line in summary(results, counts):
             print(line)
 
-    if args.bootstrap_servers:
-        session(args.bootstrap_servers)
-        return 0
-    from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
-
-    with LocalKafka(security=PLAINTEXT_ONLY) as kafka:
-        session(kafka.bootstrap_servers)
+    on_broker(args.bootstrap_servers, session)
     return 0
 
 

@@ -24,11 +24,12 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from typing import Any
+
+from benchmarks.local_broker import chosen_clients, client_arguments, on_broker, rotated, run_child
 
 CLIENTS = ("aiokproto", "confluent-kafka", "aiokafka")
 
@@ -93,15 +94,8 @@ def child(client: str, bootstrap: str, topics: list[str]) -> dict[str, Any]:
 
 
 def _run_child(client: str, bootstrap: str, topics: list[str]) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.many_topics", "--child", client,
-         "--bootstrap-servers", bootstrap],
-        input=json.dumps(topics), capture_output=True, text=True, check=False, timeout=600,
-    )
-    if out.returncode:
-        raise RuntimeError(f"{client} run failed:\n{out.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    argv = ["--bootstrap-servers", bootstrap]
+    return run_child("benchmarks.many_topics", client, argv, stdin=json.dumps(topics))
 
 
 async def _create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
@@ -125,18 +119,12 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--topics", type=int, default=500)
     ap.add_argument("--partitions", type=int, default=10)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--clients", default=",".join(CLIENTS))
-    ap.add_argument("--bootstrap-servers")
-    ap.add_argument("--child", choices=CLIENTS, help=argparse.SUPPRESS)
+    client_arguments(ap, CLIENTS, runs=3)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.bootstrap_servers, json.load(sys.stdin))))
         return 0
-    clients = [c for c in args.clients.split(",") if c]
-    unknown = set(clients) - set(CLIENTS)
-    if unknown:
-        ap.error(f"unknown clients {sorted(unknown)}; choose from {CLIENTS}")
+    clients = chosen_clients(ap, args.clients, CLIENTS)
 
     def session(bootstrap: str) -> None:
         run = uuid.uuid4().hex[:6]
@@ -148,8 +136,7 @@ def main(argv: list[str]) -> int:
               f"{os.getloadavg()[0]:.1f}", file=sys.stderr)
         runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
         for i in range(args.runs):
-            order = clients[i % len(clients):] + clients[:i % len(clients)]
-            for client in order:  # rotated, so drift hits every client alike
+            for client in rotated(clients, i):
                 runs[client].append(_run_child(client, bootstrap, names))
         print(f"first send to each of {args.topics} topics ({args.partitions} partitions "
               f"each), each client's defaults, median of {args.runs} runs, load average "
@@ -165,13 +152,7 @@ def main(argv: list[str]) -> int:
             shown = (f"{reqs:>18,.0f} {named:>13,.0f}" if reqs >= 0 else f"{'':>18s} {'':>13s}")
             print(f"  {client:16s} {wall:>8.2f} {cpu:>8.2f} {shown}")
 
-    if args.bootstrap_servers:
-        session(args.bootstrap_servers)
-        return 0
-    from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
-
-    with LocalKafka(security=PLAINTEXT_ONLY) as kafka:
-        session(kafka.bootstrap_servers)
+    on_broker(args.bootstrap_servers, session)
     return 0
 
 

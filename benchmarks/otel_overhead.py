@@ -33,6 +33,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks.local_broker import on_broker
+
 VALUE = b"x" * 100
 
 
@@ -166,13 +168,7 @@ def main(argv: list[str]) -> int:
                     f"  {1e6 / wall:>9.2f}   ({runs})"
                 )
 
-    if args.bootstrap_servers:
-        session(args.bootstrap_servers)
-        return 0
-    from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
-
-    with LocalKafka(security=PLAINTEXT_ONLY) as kafka:
-        session(kafka.bootstrap_servers)
+    on_broker(args.bootstrap_servers, session)
     return 0
 
 

@@ -49,6 +49,7 @@ from typing import Any
 
 from aiokproto import Admin, Consumer, ParallelConsumer, Producer
 from aiokproto.admin import NewTopic
+from benchmarks.local_broker import on_broker
 
 RESULTS_DIR = Path(__file__).parent / "results"
 KAFKA_VERSION = "4.3.1"
@@ -315,17 +316,13 @@ def main(argv: list[str]) -> int:
         print(
             f"note: fewer records than the fastest case could take ({need:,.0f})", file=sys.stderr
         )
-    if args.bootstrap_servers:
-        results = asyncio.run(
-            session(args.bootstrap_servers, args.records, todo, args.seconds, latency_s)
-        )
-    else:
-        from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
-
-        with LocalKafka(version=KAFKA_VERSION, security=PLAINTEXT_ONLY) as kafka:
-            results = asyncio.run(
-                session(kafka.bootstrap_servers, args.records, todo, args.seconds, latency_s)
-            )
+    results = on_broker(
+        args.bootstrap_servers,
+        lambda bootstrap: asyncio.run(
+            session(bootstrap, args.records, todo, args.seconds, latency_s)
+        ),
+        version=KAFKA_VERSION,
+    )
     print(render_table(results))
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     args.out_dir.mkdir(parents=True, exist_ok=True)

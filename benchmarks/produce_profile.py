@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from benchmarks.local_broker import on_broker
+
 VALUE = b"x" * 100
 #: --batch-size: given to every client (None: each keeps its own default)
 BATCH: dict[str, int] = {}
@@ -180,13 +182,7 @@ def main(argv: list[str]) -> int:
             runs = ", ".join(f"{r[0]:,.0f}" for r in rates[client])
             print(f"  {client:16s} {wall:>12,.0f} {cpu:>12,.0f}   ({runs})")
 
-    if args.bootstrap_servers:
-        session(args.bootstrap_servers)
-        return 0
-    from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
-
-    with LocalKafka(security=PLAINTEXT_ONLY) as kafka:
-        session(kafka.bootstrap_servers)
+    on_broker(args.bootstrap_servers, session)
     return 0
 
 

@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from benchmarks.local_broker import on_broker
+
 KAFKA_VERSION = "4.3.1"
 VALUE = b"v" * 100
 RESULTS_DIR = Path(__file__).parent / "results"
@@ -204,13 +206,11 @@ def main(argv: list[str]) -> int:
 
     import aiokproto.share  # noqa: F401  (imported outside the timed part)
 
-    if args.bootstrap_servers:
-        results = session(args.bootstrap_servers, args.n, args.partitions, args.runs)
-    else:
-        from aiokproto.testing import PLAINTEXT_ONLY, LocalKafka
-
-        with LocalKafka(version=KAFKA_VERSION, security=PLAINTEXT_ONLY) as kafka:
-            results = session(kafka.bootstrap_servers, args.n, args.partitions, args.runs)
+    results = on_broker(
+        args.bootstrap_servers,
+        lambda bootstrap: session(bootstrap, args.n, args.partitions, args.runs),
+        version=KAFKA_VERSION,
+    )
     print(table(results, args.n, args.partitions))
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     args.out_dir.mkdir(parents=True, exist_ok=True)

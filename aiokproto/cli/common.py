@@ -16,6 +16,7 @@ import enum
 import functools
 import json
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -39,7 +40,15 @@ from rich.progress import (
 from rich.table import Table
 
 from aiokproto.admin import Admin, AdminBatchError
-from aiokproto.cli.config_file import FileOptions, PropertiesError, load_properties
+from aiokproto.cli.auth import (
+    KERBEROS_FLAGS,
+    OAUTH_FLAGS,
+    FlagError,
+    SaslFlags,
+    env_name,
+    param_name,
+)
+from aiokproto.cli.config_file import FileOptions, PropertiesError, map_java, read_properties
 from aiokproto.errors import (
     KafkaConfigError,
     KafkaError,
@@ -105,11 +114,24 @@ def _settings(
     client_id: str | None,
     timeout: float,
     output: str,
+    sasl: SaslFlags | None = None,
 ) -> Settings:
+    sasl = sasl or SaslFlags()
     try:
-        file = load_properties(config) if config else FileOptions()
-    except PropertiesError as exc:
+        props = read_properties(config) if config else {}
+        mechanism = sasl_mechanism.upper() if sasl_mechanism else None
+        mechanism = mechanism or props.get("sasl.mechanism", "").strip() or None
+        protocol = security_protocol or props.get("security.protocol", "").strip()
+        sasl = sasl.check(mechanism, protocol.upper() or None)
+        # the OAuth flags are Java properties over the file's (auth.py)
+        props.update(sasl.java_properties())
+        sasl.check_oauth(mechanism, props)
+    except (PropertiesError, FlagError) as exc:
         usage(str(exc))
+    try:
+        file = map_java(props)
+    except PropertiesError as exc:
+        usage(f"{config}: {exc}" if config else str(exc))
     client = dict(file.client)
     given = {
         "bootstrap_servers": bootstrap_server,
@@ -122,6 +144,7 @@ def _settings(
         "ssl_keyfile": ssl_keyfile,
         "ssl_password": ssl_password,
         "client_id": client_id,
+        **sasl.kerberos,
     }
     client.update({k: v for k, v in given.items() if v is not None})
     if ssl_no_check_hostname:
@@ -171,11 +194,26 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--sasl-mechanism",
         envvar="AIOKPROTO_SASL_MECHANISM",
-        type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"], case_sensitive=False),
+        type=click.Choice(
+            ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"],
+            case_sensitive=False,
+        ),
         help="[env AIOKPROTO_SASL_MECHANISM]",
     ),
     click.option("--sasl-username", envvar="AIOKPROTO_SASL_USERNAME", help="[env ...]"),
     click.option("--sasl-password", envvar="AIOKPROTO_SASL_PASSWORD", help="[env ...]"),
+    *(
+        click.option(
+            flag, envvar=env_name(flag), metavar=metavar, help=f"GSSAPI: {text} [env ...]"
+        )
+        for flag, (metavar, text) in KERBEROS_FLAGS.items()
+    ),
+    *(
+        click.option(
+            flag, envvar=env_name(flag), metavar=metavar, help=f"OAUTHBEARER: {text} [env ...]"
+        )
+        for flag, (_, metavar, text) in OAUTH_FLAGS.items()
+    ),
     click.option("--ssl-cafile", envvar="AIOKPROTO_SSL_CAFILE", help="CA bundle (PEM)."),
     click.option("--ssl-certfile", envvar="AIOKPROTO_SSL_CERTFILE", help="Client cert (PEM)."),
     click.option("--ssl-keyfile", envvar="AIOKPROTO_SSL_KEYFILE", help="Client key (PEM)."),
@@ -229,6 +267,8 @@ _NAMES = (
     "timeout",
     "output",
 )
+#: the SASL flags SaslFlags reads, besides --sasl-username and --sasl-password
+_SASL_FLAGS = (*KERBEROS_FLAGS, *OAUTH_FLAGS)
 
 
 def command(
@@ -243,7 +283,14 @@ def command(
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
             shared = {k: kwargs.pop(k) for k in _NAMES}
+            params = {**shared, **{param_name(f): kwargs.pop(param_name(f)) for f in _SASL_FLAGS}}
             ctx = click.get_current_context()
+            from_env = frozenset(
+                f
+                for f in ("--sasl-username", "--sasl-password", *_SASL_FLAGS)
+                if ctx.get_parameter_source(param_name(f)) is click.core.ParameterSource.ENVIRONMENT
+            )
+            shared["sasl"] = SaslFlags.of(params, from_env, os.environ)
             verbose = kwargs.pop("verbose")
             if verbose:  # -v after the command adds to any before it
                 configure_logging(verbose + ctx.find_root().params.get("verbose", 0))

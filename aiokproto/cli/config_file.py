@@ -247,8 +247,8 @@ def map_java(props: Mapping[str, str]) -> FileOptions:
     return out
 
 
-def load_properties(path: str) -> FileOptions:
-    """Read and map a properties file; ``PropertiesError`` says what is wrong with it."""
+def read_properties(path: str) -> dict[str, str]:
+    """A properties file's entries; ``PropertiesError`` if it cannot be read."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -256,8 +256,14 @@ def load_properties(path: str) -> FileOptions:
         raise PropertiesError(f"cannot read config file {path!r}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise PropertiesError(f"config file {path!r} is not UTF-8 text") from None
+    return parse_properties(text)
+
+
+def load_properties(path: str) -> FileOptions:
+    """Read and map a properties file; ``PropertiesError`` says what is wrong with it."""
+    props = read_properties(path)
     try:
-        return map_java(parse_properties(text))
+        return map_java(props)
     except PropertiesError as exc:
         raise PropertiesError(f"{path}: {exc}") from None
 

@@ -84,6 +84,25 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
     """``OAuthClientCredentials`` keywords from the OAuth properties (``split_oauth``'s
     second half); ``prefix`` is put before names in errors (``kafka.`` for Spark).
     Empty when none is set."""
+    kwargs = login_options(props, prefix)
+    if not props:
+        return kwargs
+    if "token_endpoint_url" not in kwargs:
+        raise KafkaConfigError(
+            f"the OAuth login needs {prefix}sasl.oauthbearer.token.endpoint.url (given: "
+            f"{', '.join(prefix + k for k in sorted(props))})"
+        )
+    if "client_id" not in kwargs:
+        raise KafkaConfigError(
+            f"the OAuth login needs {prefix}sasl.oauthbearer.client.credentials.client.id "
+            'or clientId="..." in an OAuthBearerLoginModule sasl.jaas.config'
+        )
+    return kwargs
+
+
+def login_options(props: Mapping[str, str], prefix: str = "") -> dict[str, Any]:
+    """The ``OAuthClientCredentials`` keywords the OAuth properties set, checked one by
+    one but not for completeness (the CLI names its own flags for what is missing)."""
     if not props:
         return {}
     strange = sorted(set(props) - JAVA_NAMES - {"sasl.jaas.config"})
@@ -128,16 +147,6 @@ def provider_options(props: Mapping[str, str], prefix: str = "") -> dict[str, An
         kwargs[keyword] = _read(f"{prefix}{java}", text, kind)
     if extensions:
         kwargs["extensions"] = extensions
-    if "token_endpoint_url" not in kwargs:
-        raise KafkaConfigError(
-            f"the OAuth login needs {prefix}sasl.oauthbearer.token.endpoint.url (given: "
-            f"{', '.join(prefix + k for k in sorted(props))})"
-        )
-    if "client_id" not in kwargs:
-        raise KafkaConfigError(
-            f"the OAuth login needs {prefix}sasl.oauthbearer.client.credentials.client.id "
-            'or clientId="..." in an OAuthBearerLoginModule sasl.jaas.config'
-        )
     return kwargs
 
 

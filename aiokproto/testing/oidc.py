@@ -24,21 +24,18 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from types import TracebackType
-from typing import Literal
+from typing import Literal, Self
 
-from aiokproto.testing import processes
+from aiokproto.testing import java_server, processes
 from aiokproto.testing.broker_config import SASL_PLAINTEXT, SecurityOptions
 from aiokproto.testing.cluster import LocalKafka
 from aiokproto.testing.errors import KafkaHarnessError
-from aiokproto.testing.jars import _digest, _file_lock, default_cache_dir, tool_on_path
+from aiokproto.testing.jars import _digest, default_cache_dir, tool_on_path
+from aiokproto.testing.java_server import START_TIMEOUT_S, JavaServer, build_once, run_maven
 from aiokproto.testing.node import FAST_START_JVM_OPTIONS
 from aiokproto.testing.ports import free_ports
 
@@ -46,8 +43,6 @@ _NAME = "oidc-server-sas-3.5.7"
 JwksSource = Literal["file", "http"]
 _MAIN = "aiokproto.testing.OidcServer"
 _BUILD_TIMEOUT_S = 900.0
-_START_TIMEOUT_S = 90.0
-_MARKER = ".built.json"
 
 
 @dataclass(frozen=True)
@@ -86,17 +81,13 @@ def _digest_now() -> str:
     return _digest(_project_file("pom.xml"), (_project_file("OidcServer.java"),))
 
 
-def _built(work: Path, digest: str) -> bool:
-    try:
-        marker = json.loads((work / _MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    classes = work / "target" / "classes" / "aiokproto" / "testing" / "OidcServer.class"
-    return isinstance(marker, dict) and marker.get("digest") == digest and classes.is_file()
+def _classes(work: Path) -> Path:
+    return work / "target" / "classes" / "aiokproto" / "testing" / "OidcServer.class"
 
 
 def is_built(cache_dir: Path | None = None) -> bool:
-    return _built(build_dir(cache_dir), _digest_now())
+    work = build_dir(cache_dir)
+    return java_server.is_built(work, _digest_now(), _classes(work))
 
 
 def build(cache_dir: Path | None = None) -> str:
@@ -106,21 +97,10 @@ def build(cache_dir: Path | None = None) -> str:
     """
     cache = cache_dir or default_cache_dir()
     work = build_dir(cache)
-    digest = _digest_now()
-    if not _built(work, digest):
-        mvn = tool_on_path("mvn")
-        if mvn is None:
-            raise KafkaHarnessError(
-                "Maven ('mvn') is not on PATH; it is needed once to build the OIDC test "
-                "server (Spring Authorization Server): install it, e.g. 'apt-get install maven'"
-            )
-        cache.mkdir(parents=True, exist_ok=True)
-        with _file_lock(cache / f"{_NAME}.lock"):
-            if not _built(work, digest):
-                _build(mvn, cache, work)
-                (work / _MARKER).write_text(
-                    json.dumps({"digest": digest, "built_at": time.time()}), encoding="utf-8"
-                )
+    what = "the OIDC test server (Spring Authorization Server)"
+    build_once(
+        cache, work, _digest_now(), _classes(work), what, lambda mvn: _build(mvn, cache, work)
+    )
     return f"{work / 'target' / 'classes'}:{work / 'libs' / '*'}"
 
 
@@ -134,19 +114,14 @@ def _build(mvn: str, cache: Path, work: Path) -> None:
     cmd = [mvn, "-q", "-B", "-f", str(work / "pom.xml"), "compile"]
     cmd += ["dependency:copy-dependencies", f"-DoutputDirectory={work / 'libs'}"]
     cmd += ["-DincludeScope=runtime", f"-Dmaven.repo.local={cache / 'm2'}"]
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise KafkaHarnessError(
-            f"Maven did not build the OIDC test server within {_BUILD_TIMEOUT_S:.0f}s"
-        ) from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-        raise KafkaHarnessError(
-            f"Maven failed to build the OIDC test server (exit {proc.returncode}): {tail}"
-        )
+    run_maven(cmd, "the OIDC test server", _BUILD_TIMEOUT_S)
+
+
+def _b64(number: int, size: int | None = None) -> str:
+    """A JWK number: big-endian in ``size`` bytes (else as few as it needs), base64url
+    without padding (RFC 7518 section 6)."""
+    raw = number.to_bytes(size or (number.bit_length() + 7) // 8, "big")
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def signing_key(directory: Path, kid: str = "aiokproto-test") -> tuple[Path, Path]:
@@ -159,18 +134,14 @@ def signing_key(directory: Path, kid: str = "aiokproto-test") -> tuple[Path, Pat
             "the OIDC test server needs the 'cryptography' package (pip install cryptography)"
         ) from None
 
-    def b64(number: int) -> str:
-        raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     private = key.private_numbers()
     public = private.public_numbers
     jwk = {"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig"}
-    jwk |= {"n": b64(public.n), "e": b64(public.e)}
+    jwk |= {"n": _b64(public.n), "e": _b64(public.e)}
     public_jwk = dict(jwk)
-    jwk |= {"d": b64(private.d), "p": b64(private.p), "q": b64(private.q)}
-    jwk |= {"dp": b64(private.dmp1), "dq": b64(private.dmq1), "qi": b64(private.iqmp)}
+    jwk |= {"d": _b64(private.d), "p": _b64(private.p), "q": _b64(private.q)}
+    jwk |= {"dp": _b64(private.dmp1), "dq": _b64(private.dmq1), "qi": _b64(private.iqmp)}
     directory.mkdir(parents=True, exist_ok=True)
     private_path, public_path = directory / "signing-jwk.json", directory / "jwks.json"
     private_path.write_text(json.dumps(jwk), encoding="utf-8")
@@ -185,20 +156,16 @@ def assertion_key(directory: Path, client_id: str, algorithm: str) -> tuple[Path
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-    def b64(number: int, size: int | None = None) -> str:
-        raw = number.to_bytes(size or (number.bit_length() + 7) // 8, "big")
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
     jwk: dict[str, str] = {"kid": client_id, "alg": algorithm, "use": "sig"}
     key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
     if algorithm == "RS256":
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         numbers = key.public_key().public_numbers()
-        jwk |= {"kty": "RSA", "n": b64(numbers.n), "e": b64(numbers.e)}
+        jwk |= {"kty": "RSA", "n": _b64(numbers.n), "e": _b64(numbers.e)}
     elif algorithm == "ES256":
         key = ec.generate_private_key(ec.SECP256R1())
         point = key.public_key().public_numbers()
-        jwk |= {"kty": "EC", "crv": "P-256", "x": b64(point.x, 32), "y": b64(point.y, 32)}
+        jwk |= {"kty": "EC", "crv": "P-256", "x": _b64(point.x, 32), "y": _b64(point.y, 32)}
     else:
         raise KafkaHarnessError(f"no assertion key for {algorithm!r}: RS256 or ES256")
     pem = key.private_bytes(
@@ -257,9 +224,11 @@ def server_properties(
     return "\n".join(lines) + "\n"
 
 
-class LocalOidcServer:
+class LocalOidcServer(JavaServer):
     """One Spring Authorization Server on 127.0.0.1 (``token_url``, ``jwks_url``,
     ``issuer``); ``clients`` are registered at start."""
+
+    what = "the OIDC server"
 
     def __init__(
         self,
@@ -273,6 +242,7 @@ class LocalOidcServer:
         self.issuer = f"http://127.0.0.1:{self.port}"
         self.token_url = f"{self.issuer}/oauth2/token"
         self.jwks_url = f"{self.issuer}/oauth2/jwks"
+        self.ready_url = self.jwks_url
         self._proc: subprocess.Popen[bytes] | None = None
         # this server's files (its key, settings and log) live while it does
         self._dir = Path(tempfile.mkdtemp(prefix="aiokproto-oidc-"))
@@ -322,10 +292,6 @@ class LocalOidcServer:
             ).start()
         return f"http://127.0.0.1:{self._key_server.server_address[1]}"
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     def spawn(self) -> None:
         """Start the process without waiting for it (``wait_ready`` waits)."""
         if self.running:
@@ -355,61 +321,19 @@ class LocalOidcServer:
         self._log.write_bytes(b"")
         self._proc = processes.spawn(cmd, self._dir, self._log)
 
-    def wait_ready(self, timeout_s: float = _START_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                code = self._proc.returncode if self._proc is not None else None
-                raise KafkaHarnessError(
-                    f"the OIDC server exited ({code}) at start: {self._log_tail()}"
-                )
-            if self._answers():
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise KafkaHarnessError(
-            f"the OIDC server did not answer within {timeout_s:.0f}s: {self._log_tail()}"
-        )
-
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> Self:
         self.spawn()
         self.wait_ready(timeout_s)
-
-    def _answers(self) -> bool:
-        try:
-            with urllib.request.urlopen(self.jwks_url, timeout=1.0) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def _log_tail(self) -> str:
-        try:
-            return "\n".join(self._log.read_text(errors="replace").splitlines()[-30:])
-        except OSError:
-            return "(no log)"
+        return self
 
     def stop(self) -> None:
         """Stop the process and remove its files (the key with them: not restartable)."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            processes.terminate(proc, grace=10)
+        super().stop()
         keys, self._key_server = self._key_server, None
         if keys is not None:
             keys.shutdown()
             keys.server_close()
         shutil.rmtree(self._dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalOidcServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 #: the broker's listener name for OIDC-validated OAUTHBEARER (SASL_PLAINTEXT)

@@ -13,20 +13,17 @@ beans). First build ~4 minutes (~216 MB of jars), start ~7 s.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import time
-import urllib.error
-import urllib.request
 import zipfile
 from importlib import resources
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
-from aiokproto.testing import processes
+from aiokproto.testing import java_server, processes
 from aiokproto.testing.errors import KafkaHarnessError
-from aiokproto.testing.jars import _digest, _file_lock, default_cache_dir, tool_on_path
+from aiokproto.testing.jars import _digest, default_cache_dir, tool_on_path
+from aiokproto.testing.java_server import START_TIMEOUT_S, JavaServer, build_once, run_maven
 from aiokproto.testing.ports import free_ports
 
 VERSION = "2.4.2"
@@ -45,8 +42,6 @@ _INDEXED = (
     "apicurio-registry-utils-kafka",
 )
 _BUILD_TIMEOUT_S = 1200.0
-_START_TIMEOUT_S = 90.0
-_MARKER = ".built.json"
 
 
 def _project_file(name: str) -> str:
@@ -62,19 +57,13 @@ def _run_jar(work: Path) -> Path:
     return work / "target" / "quarkus-app" / "quarkus-run.jar"
 
 
+def _digest_now() -> str:
+    return _digest(_project_file("pom.xml"), (), _project_file("settings.xml"))
+
+
 def is_built(cache_dir: Path | None = None) -> bool:
     work = build_dir(cache_dir)
-    return _built_marker_ok(
-        work, _digest(_project_file("pom.xml"), (), _project_file("settings.xml"))
-    )
-
-
-def _built_marker_ok(work: Path, digest: str) -> bool:
-    try:
-        marker = json.loads((work / _MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(marker, dict) and marker.get("digest") == digest and _run_jar(work).is_file()
+    return java_server.is_built(work, _digest_now(), _run_jar(work))
 
 
 def build(cache_dir: Path | None = None) -> Path:
@@ -86,41 +75,22 @@ def build(cache_dir: Path | None = None) -> Path:
     cache = cache_dir or default_cache_dir()
     work = build_dir(cache)
     pom, settings = _project_file("pom.xml"), _project_file("settings.xml")
-    digest = _digest(pom, (), settings)
-    if _built_marker_ok(work, digest):
-        return _run_jar(work)
-    mvn = tool_on_path("mvn")
-    if mvn is None:
-        raise KafkaHarnessError(
-            "Maven ('mvn') is not on PATH; it is needed once to build the schema registry "
-            "(Apicurio Registry) for the tests (install it, e.g. 'apt-get install maven')"
-        )
-    cache.mkdir(parents=True, exist_ok=True)
-    with _file_lock(cache / f"{_NAME}.lock"):
-        if not _built_marker_ok(work, digest):
-            _build(mvn, cache, work, pom, settings)
-            (work / _MARKER).write_text(
-                json.dumps({"digest": digest, "built_at": time.time()}), encoding="utf-8"
-            )
+    what = "the schema registry (Apicurio Registry) for the tests"
+    build_once(
+        cache,
+        work,
+        _digest(pom, (), settings),
+        _run_jar(work),
+        what,
+        lambda mvn: _build(mvn, cache, work, pom, settings),
+    )
     return _run_jar(work)
 
 
 def _maven(mvn: str, cache: Path, work: Path, *goals: str) -> None:
     cmd = [mvn, "-q", "-B", "-f", str(work / "pom.xml"), "-s", str(work / "settings.xml")]
     cmd += [f"-Dmaven.repo.local={cache / 'm2'}", *goals]
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise KafkaHarnessError(
-            f"Maven did not build the schema registry within {_BUILD_TIMEOUT_S:.0f}s"
-        ) from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
-        raise KafkaHarnessError(
-            f"Maven failed to build the schema registry (exit {proc.returncode}): {tail}"
-        )
+    run_maven(cmd, "the schema registry", _BUILD_TIMEOUT_S)
 
 
 def _build(mvn: str, cache: Path, work: Path, pom: str, settings: str) -> None:
@@ -161,7 +131,7 @@ def _build(mvn: str, cache: Path, work: Path, pom: str, settings: str) -> None:
         raise KafkaHarnessError(f"Maven ran but {_run_jar(work)} was not built")
 
 
-class LocalSchemaRegistry:
+class LocalSchemaRegistry(JavaServer):
     """One registry process on 127.0.0.1 (in-memory storage: a restart forgets all).
 
     ``url`` is the Confluent-compatible base URL to give ``SchemaRegistryClient``.
@@ -169,20 +139,20 @@ class LocalSchemaRegistry:
     it back on the same port).
     """
 
+    what = "the schema registry"
+    stop_grace_s = 15.0
+
     def __init__(self, cache_dir: Path | None = None, port: int | None = None) -> None:
         self._cache_dir = cache_dir
         self.port = port or free_ports(1)[0]
         self.url = f"http://127.0.0.1:{self.port}{CCOMPAT_PATH}"
+        self.ready_url = f"{self.url}/subjects"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = build_dir(cache_dir) / f"registry-{self.port}.log"
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> Self:
         if self.running:
-            return
+            return self
         jar = build(self._cache_dir)
         java = tool_on_path("java")
         if java is None:
@@ -202,51 +172,8 @@ class LocalSchemaRegistry:
         # spawn(): reaped at exit, and killed by the kernel if this process dies
         # abruptly (a bare Popen outlived a killed pytest, holding ~200 MB and its port)
         self._proc = processes.spawn(cmd, jar.parent, self._log)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise KafkaHarnessError(
-                    f"the schema registry exited ({self._proc.returncode}) at start: "
-                    f"{self._log_tail()}"
-                )
-            if self._answers():
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise KafkaHarnessError(
-            f"the schema registry did not answer within {timeout_s:.0f}s: {self._log_tail()}"
-        )
-
-    def _answers(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/subjects", timeout=1.0) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def _log_tail(self) -> str:
-        try:
-            return "\n".join(self._log.read_text(errors="replace").splitlines()[-30:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        processes.terminate(proc, grace=15)
-
-    def __enter__(self) -> LocalSchemaRegistry:
-        self.start()
+        self.wait_ready(timeout_s)
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def registry_possible() -> str | None:

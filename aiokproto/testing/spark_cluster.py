@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokproto.testing.errors import KafkaHarnessError
+from aiokproto.testing.java_server import log_tail
 from aiokproto.testing.lifecycle import BlockingService
 from aiokproto.testing.ports import free_ports
 from aiokproto.testing.processes import spawn, terminate
@@ -53,13 +54,6 @@ def spark_home() -> Path:
     if not (home / "bin" / "spark-class").exists():
         raise SparkClusterError(f"{home} has no bin/spark-class")
     return home
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 class _Daemon:
@@ -207,13 +201,13 @@ class SparkStandalone(BlockingService):
                 if d.proc.poll() is not None:
                     raise SparkClusterError(
                         f"spark {d.name} exited with {d.proc.returncode} while waiting for "
-                        f"{what}; log {d.log}:\n{_tail(d.log)}"
+                        f"{what}; log {d.log}:\n{log_tail(d.log)}"
                     )
             if done(self.state()):
                 return
             if time.monotonic() > deadline:
                 logs = "\n".join(
-                    f"--- {d.name} ({d.log}):\n{_tail(d.log, 10)}" for d in self._daemons
+                    f"--- {d.name} ({d.log}):\n{log_tail(d.log, 10)}" for d in self._daemons
                 )
                 raise SparkClusterError(f"timed out waiting for {what}\n{logs}")
             time.sleep(0.25)

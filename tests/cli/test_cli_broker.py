@@ -4,7 +4,6 @@ its output (``--output json``) and exit codes, bad input included."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -17,22 +16,7 @@ from typing import Any
 import pytest
 
 from aiokproto.testing.discovery import KafkaService
-
-# a clean environment: a developer's AIOKPROTO_* variables must not steer the tests
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("AIOKPROTO_")}
-
-
-def cli(
-    *args: str, stdin: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aiokproto", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**ENV, **(env or {})},
-    )
+from tests.cli.helpers import ENV, cli
 
 
 def ok(*args: str, stdin: str | None = None) -> Any:

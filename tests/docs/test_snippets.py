@@ -27,7 +27,9 @@ Conventions for the Markdown under ``docs/`` (``index.md`` and ``guides/*.md``):
   two runs against one cluster) share a topic or a group.
 * ```` ```console ```` blocks are shell sessions: the lines starting with ``$ `` of all
   of a page's console blocks run in order in one ``bash -e`` (as a reader following
-  the page in one terminal), with the page's own unique suffix on the ``NAMES``. Other
+  the page in one terminal), with the page's own unique suffix on the ``NAMES``; a
+  command with ``--sasl-mechanism GSSAPI`` or the token endpoint gets the Kerberos or
+  OAuth placeholders' values (left out where those servers cannot run). Other
   lines in them are example output and are not checked. ```` ```sh ```` blocks
   (installing, ``make`` targets) are shown only.
 * A share group's new member gets its partitions one ``share.heartbeat.interval.ms``
@@ -198,26 +200,33 @@ def placeholder_values(code: str, request: pytest.FixtureRequest) -> dict[str, s
         for placeholder, attr in TLS_PLACEHOLDERS.items():
             values[placeholder] = str(getattr(local.tls, attr))
     if '"GSSAPI"' in code:
-        realm = request.getfixturevalue("realm")  # skips without MIT Kerberos
-        gssapi_kafka = request.getfixturevalue("gssapi_kafka")
-        keytab = realm.keytab("alice")
-        realm.kdc.kinit("alice", keytab, realm.kdc.default_ccache)
-        values.update(
-            zip(
-                KERBEROS_PLACEHOLDERS,
-                (
-                    gssapi_kafka.bootstrap("SASL_PLAINTEXT"),
-                    str(keytab),
-                    realm.kdc.principal("alice"),
-                ),
-                strict=True,
-            )
-        )
+        values.update(kerberos_values(request))
     if OAUTH_TOKEN_PLACEHOLDER in code:  # its broker address is the Kerberos one too
-        oauth = request.getfixturevalue("kafka_oauth")
-        values[OAUTH_BROKER_PLACEHOLDER] = oauth.bootstrap("SASL_PLAINTEXT")
-        values[OAUTH_TOKEN_PLACEHOLDER] = request.getfixturevalue("oidc_server").token_url
+        values.update(oauth_values(request))
     return values
+
+
+def kerberos_values(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The Kerberos placeholders' values; alice's ticket in the realm's default cache."""
+    realm = request.getfixturevalue("realm")  # skips without MIT Kerberos
+    gssapi_kafka = request.getfixturevalue("gssapi_kafka")
+    keytab = realm.keytab("alice")
+    realm.kdc.kinit("alice", keytab, realm.kdc.default_ccache)
+    return dict(
+        zip(
+            KERBEROS_PLACEHOLDERS,
+            (gssapi_kafka.bootstrap("SASL_PLAINTEXT"), str(keytab), realm.kdc.principal("alice")),
+            strict=True,
+        )
+    )
+
+
+def oauth_values(request: pytest.FixtureRequest) -> dict[str, str]:
+    oauth = request.getfixturevalue("kafka_oauth")
+    return {
+        OAUTH_BROKER_PLACEHOLDER: oauth.bootstrap("SASL_PLAINTEXT"),
+        OAUTH_TOKEN_PLACEHOLDER: request.getfixturevalue("oidc_server").token_url,
+    }
 
 
 async def quick_share_heartbeats(bootstrap: str, group: str) -> None:
@@ -305,8 +314,14 @@ def test_python_block_runs(block: Block, request: pytest.FixtureRequest) -> None
     run_with_alarm(lambda: execute(code, f"<{block.id}>", fixture))
 
 
-def console_script(page: Path, values: dict[str, str]) -> str:
-    """The ``$ `` commands of a page's console blocks (continuation lines included)."""
+def console_script(
+    page: Path,
+    values: dict[str, str],
+    more: Callable[[str], dict[str, str] | None] = lambda command: {},
+) -> str:
+    """The ``$ `` commands of a page's console blocks (continuation lines included),
+    ``values`` and ``more(command)``'s put in for their placeholders (a command for
+    which ``more`` returns None is left out)."""
     commands: list[str] = []
     for block in blocks_of(page):
         if block.lang != "console" or block.not_run is not None:
@@ -321,12 +336,29 @@ def console_script(page: Path, values: dict[str, str]) -> str:
             while command[-1].rstrip().endswith("\\") and i + 1 < len(lines):
                 i += 1
                 command.append(lines[i])
-            commands.append(f"# {block.id}\n" + "\n".join(command))
+            text = "\n".join(command)
             i += 1
-    script = "\n".join(commands)
-    for name, value in sorted(values.items(), key=lambda kv: -len(kv[0])):
-        script = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", value, script)
-    return script
+            extra = more(text)
+            if extra is None:
+                continue
+            for name, value in sorted({**values, **extra}.items(), key=lambda kv: -len(kv[0])):
+                text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)", value, text)
+            commands.append(f"# {block.id}\n{text}")
+    return "\n".join(commands)
+
+
+def console_values(command: str, request: pytest.FixtureRequest) -> dict[str, str] | None:
+    """The Kerberos or OAuth placeholders' values for a CLI command that logs in so
+    (``localhost:9096`` is either broker); None to leave out a command whose servers
+    cannot run here."""
+    try:
+        if "--sasl-mechanism GSSAPI" in command:
+            return kerberos_values(request)
+        if OAUTH_TOKEN_PLACEHOLDER in command:
+            return oauth_values(request)
+    except pytest.skip.Exception:  # the rest of the page still runs
+        return None
+    return {}
 
 
 @pytest.mark.parametrize(
@@ -335,7 +367,7 @@ def console_script(page: Path, values: dict[str, str]) -> str:
 def test_console_blocks_run(page: Path, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     kafka = request.getfixturevalue("kafka")
     values = {**unique_names(uuid.uuid4().hex[:8]), PLAINTEXT_PLACEHOLDER: kafka.bootstrap_servers}
-    script = console_script(page, values)
+    script = console_script(page, values, lambda command: console_values(command, request))
     assert script.strip(), f"{page.name} has console blocks but no $ commands"
     bin_dir = str(Path(sys.executable).parent)
     assert shutil.which("aiokproto", path=bin_dir), "the aiokproto command is not installed"

@@ -141,9 +141,14 @@ def _needs_kerberos(item: pytest.Item) -> bool:
     names = getattr(item, "fixturenames", ())
     if "realm" in names or "gssapi_kafka" in names:
         return True
-    # a guide's code block (tests/docs) that logs in with GSSAPI
+    # a guide's code block (tests/docs) that logs in with GSSAPI, or a page of CLI
+    # commands that does
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return any('"GSSAPI"' in str(getattr(p, "code", "")) for p in params.values())
+    return any(
+        '"GSSAPI"' in str(getattr(p, "code", ""))
+        or (isinstance(p, Path) and "--sasl-mechanism GSSAPI" in p.read_text())
+        for p in params.values()
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: only for tests that will run

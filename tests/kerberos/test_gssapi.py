@@ -6,6 +6,7 @@ failing at once with what to fix."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import time
 import uuid
@@ -24,6 +25,7 @@ from aiokproto.net.kerberos import (
 from aiokproto.producer import Producer
 from aiokproto.protocol.messages.metadata import MetadataRequest
 from aiokproto.testing import LocalKafka
+from tests.cli.helpers import cli
 from tests.clients import client_for
 from tests.kerberos.fixtures import GSSAPI, Realm
 
@@ -89,6 +91,23 @@ async def test_keytab_sessions_are_reauthenticated_across_ticket_renewal(
         assert await client.connection(node) is conn
     assert None not in deadlines and len(deadlines) >= 3  # re-authenticated twice or more
     assert realm.kdc.as_requests("carol") - logins_before >= 2  # a new ticket was got
+
+
+def test_the_cli_logs_in_with_its_kerberos_flags(realm: Realm, gssapi_kafka: LocalKafka) -> None:
+    """A keytab through the CLI's flags (krb5.conf from $KRB5_CONFIG, as the realm
+    fixture set it), no properties file."""
+    run = cli(
+        "cluster", "describe",
+        "-b", gssapi_kafka.bootstrap("SASL_PLAINTEXT"),
+        "--security-protocol", "SASL_PLAINTEXT",
+        "--sasl-mechanism", "GSSAPI",
+        "--sasl-kerberos-domain-name", "localhost",
+        "--sasl-kerberos-keytab", str(realm.keytab("bob")),
+        "--sasl-kerberos-principal", "bob",
+        "--output", "json",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["brokers"]
 
 
 async def _fails_fast(gssapi_kafka: LocalKafka, error: type[Exception], **options: Any) -> str:

@@ -27,6 +27,7 @@ from aiokproto.testing import LocalKafka
 from aiokproto.testing.jars import classpath
 from aiokproto.testing.oidc import LocalOidcServer, oauth_kafka
 from aiokproto.testing.ports import free_ports
+from tests.cli.helpers import cli
 from tests.clients import client_for
 
 pytest.importorskip("httpx")
@@ -182,6 +183,27 @@ def test_the_cli_reads_a_java_client_properties_file(
         timeout=60,
         env=env,
     )
+    assert run.returncode == 0, run.stderr
+    assert '"brokers"' in run.stdout
+
+
+def test_the_cli_logs_in_with_its_oauth_flags(
+    kafka_oauth: LocalKafka, oidc_server: LocalOidcServer
+) -> None:
+    """The flags, the secret from the environment as the help says: a user of Kafka's
+    tools needs no properties file."""
+    secret = oidc_server.client("kafka-client").secret
+    run = cli(
+        "cluster", "describe",
+        "-b", kafka_oauth.bootstrap("SASL_PLAINTEXT"),
+        "--security-protocol", "SASL_PLAINTEXT",
+        "--sasl-mechanism", "OAUTHBEARER",
+        "--sasl-oauthbearer-token-endpoint-url", oidc_server.token_url,
+        "--sasl-oauthbearer-client-id", "kafka-client",
+        "--sasl-oauthbearer-scope", "kafka",
+        "--output", "json",
+        env={"AIOKPROTO_SASL_OAUTHBEARER_CLIENT_SECRET": secret},
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert '"brokers"' in run.stdout
 

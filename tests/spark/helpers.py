@@ -1,4 +1,5 @@
-"""Helpers for the Spark tests: topics and test input written by an independent client."""
+"""Helpers for the Spark tests: topics and test input written by an independent client,
+and the source's and sink's reads and writes with options given as keywords."""
 
 from __future__ import annotations
 
@@ -94,3 +95,29 @@ def consume_all(
         return out
 
     return asyncio.run(go())
+
+
+def _with(builder: Any, bootstrap: str, registry_url: str | None, options: dict[str, str]) -> Any:
+    """``builder`` (a reader or writer of format aiokproto) with the bootstrap servers,
+    ``schema.registry.url`` when given, then ``options`` (Spark's names) in order."""
+    builder = builder.format("aiokproto").option("kafka.bootstrap.servers", bootstrap)
+    if registry_url is not None:
+        builder = builder.option("schema.registry.url", registry_url)
+    for name, value in options.items():
+        builder = builder.option(name, value)
+    return builder
+
+
+def read(spark: Any, bootstrap: str, registry_url: str | None = None, **options: str) -> Any:
+    """A batch read of the source: its DataFrame."""
+    return _with(spark.read, bootstrap, registry_url, options).load()
+
+
+def read_stream(spark: Any, bootstrap: str, **options: str) -> Any:
+    """A streaming read of the source: its DataFrame."""
+    return _with(spark.readStream, bootstrap, None, options).load()
+
+
+def write(df: Any, bootstrap: str, registry_url: str | None = None, **options: str) -> None:
+    """A batch write of ``df`` by the sink (mode append)."""
+    _with(df.write, bootstrap, registry_url, options).mode("append").save()

@@ -22,6 +22,7 @@ from aiokproto.schema_registry import (
     SchemaRegistryClient,
 )
 from aiokproto.testing.schema_registry import LocalSchemaRegistry
+from tests.spark.helpers import read
 
 ORDER_V1 = {
     "type": "record",
@@ -83,17 +84,6 @@ def _ctx(topic: str) -> Any:
     return SerializationContext(topic, MessageField.VALUE)
 
 
-def _read(spark: Any, bootstrap: str, url: str, **options: str) -> Any:
-    r = (
-        spark.read.format("aiokproto")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("schema.registry.url", url)
-    )
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
-
-
 def test_avro_values_are_typed_columns_across_versions(
     spark: Any, bootstrap: str, schema_registry: LocalSchemaRegistry, topic_name: str
 ) -> None:
@@ -111,7 +101,7 @@ def test_avro_values_are_typed_columns_across_versions(
             ],
         )
     )
-    df = _read(spark, bootstrap, url, subscribe=topic_name, valueFormat="avro")
+    df = read(spark, bootstrap, url, subscribe=topic_name, valueFormat="avro")
     assert df.schema["value"].dataType.simpleString() == (
         "struct<id:bigint,at:timestamp,lines:array<struct<sku:string,qty:int>>,"
         "tags:map<string,string>,note:string>"
@@ -147,7 +137,7 @@ def test_json_values_are_typed_and_undecodable_records_fail_the_query(
             [(lambda sr: JSONSerializer(json.dumps(schema), sr), values)],
         )
     )
-    df = _read(spark, bootstrap, url, subscribe=topic_name, valueFormat="json")
+    df = read(spark, bootstrap, url, subscribe=topic_name, valueFormat="json")
     assert df.schema["value"].dataType.simpleString() == "struct<sensor:string,value:double>"
     assert [(r.value.sensor, r.value.value) for r in df.orderBy("offset").collect()] == [
         ("a", 1.5),
@@ -156,5 +146,5 @@ def test_json_values_are_typed_and_undecodable_records_fail_the_query(
     # a record not in the wire format (a schema id nobody registered: the example's test)
     asyncio.run(_produce(bootstrap, url, topic_name, [(lambda sr: None, [b"{}"])]))
     with pytest.raises(Exception, match="magic byte 0") as info:
-        _read(spark, bootstrap, url, subscribe=topic_name, valueFormat="json").collect()
+        read(spark, bootstrap, url, subscribe=topic_name, valueFormat="json").collect()
     assert "NotWireFormatError" in str(info.value)

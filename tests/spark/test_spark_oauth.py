@@ -14,6 +14,7 @@ from aiokproto import Producer
 from aiokproto.oauth import OAuthClientCredentials
 from aiokproto.testing import LocalKafka
 from aiokproto.testing.oidc import LocalOidcServer
+from tests.spark.helpers import read
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("AIOKPROTO_OAUTH") != "full", reason="make test-oauth (AIOKPROTO_OAUTH=full)"
@@ -39,7 +40,6 @@ def test_the_source_reads_with_java_oauth_options(
 
     asyncio.run(produce())
     options = {
-        "kafka.bootstrap.servers": bootstrap,
         "kafka.security.protocol": "SASL_PLAINTEXT",
         "kafka.sasl.mechanism": "OAUTHBEARER",
         "kafka.sasl.login.callback.handler.class": (
@@ -51,8 +51,5 @@ def test_the_source_reads_with_java_oauth_options(
         "kafka.sasl.oauthbearer.scope": "kafka",
         "subscribe": topic_name,
     }
-    reader = spark.read.format("aiokproto")
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    rows = reader.load().collect()
+    rows = read(spark, bootstrap, **options).collect()
     assert sorted(r.value for r in rows) == sorted(f"v{i}".encode() for i in range(20))

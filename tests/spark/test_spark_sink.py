@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.spark.helpers import consume_all, create_topic, produce
+from tests.spark.helpers import consume_all, create_topic, produce, write
 
 
 def test_batch_write_read_back(spark: Any, bootstrap: str, topic_name: str) -> None:
@@ -17,14 +17,7 @@ def test_batch_write_read_back(spark: Any, bootstrap: str, topic_name: str) -> N
         rows,
         "key string, value string, partition int, headers array<struct<key:string,value:binary>>",
     ).repartition(2)
-    (
-        df.write.format("aiokproto")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", topic_name)
-        .option("kafka.linger.ms", "10")
-        .mode("append")
-        .save()
-    )
+    write(df, bootstrap, topic=topic_name, **{"kafka.linger.ms": "10"})
     got = consume_all(bootstrap, topic_name, len(rows))
     assert len(got) == len(rows)
     assert sorted((r.key, r.value, r.partition, r.headers) for r in got) == sorted(
@@ -40,7 +33,7 @@ def test_batch_write_topic_column_binary_values(
         [(topic_name, bytearray(b"\x00\xff"), None), (topic_name, bytearray(b"x"), "key")],
         "topic string, value binary, key string",
     )
-    df.write.format("aiokproto").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
+    write(df, bootstrap)
     got = consume_all(bootstrap, topic_name, 2)
     assert sorted((r.key or b"", r.value) for r in got) == [(b"", b"\x00\xff"), (b"key", b"x")]
 
@@ -49,20 +42,14 @@ def test_sink_errors_fail_the_write(spark: Any, bootstrap: str, topic_name: str)
     create_topic(bootstrap, topic_name)
     no_value = spark.createDataFrame([("k",)], "key string")
     with pytest.raises(Exception, match="needs a value column"):
-        no_value.write.format("aiokproto").option("kafka.bootstrap.servers", bootstrap).option(
-            "topic", topic_name
-        ).mode("append").save()
+        write(no_value, bootstrap, topic=topic_name)
     no_topic = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match="topic option or a topic column"):
-        no_topic.write.format("aiokproto").option("kafka.bootstrap.servers", bootstrap).mode(
-            "append"
-        ).save()
+        write(no_topic, bootstrap)
     # a delivery error is not swallowed: the Spark task (and so the job) fails
     too_big = spark.createDataFrame([("x" * 5000,)], "value string")
     with pytest.raises(Exception, match="RecordTooLarge"):
-        too_big.write.format("aiokproto").option("kafka.bootstrap.servers", bootstrap).option(
-            "topic", topic_name
-        ).option("kafka.max.request.size", "1000").mode("append").save()
+        write(too_big, bootstrap, topic=topic_name, **{"kafka.max.request.size": "1000"})
 
 
 def test_transactional_writes_commit_per_task_and_a_failed_task_shows_nothing(
@@ -70,31 +57,19 @@ def test_transactional_writes_commit_per_task_and_a_failed_task_shows_nothing(
 ) -> None:
     create_topic(bootstrap, topic_name, partitions=3)
     rows = [(f"v{i}", i % 3) for i in range(300)]
-    (
-        spark.createDataFrame(rows, "value string, partition int")
-        .repartition(3)
-        .write.format("aiokproto")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", topic_name)
-        .option("transactional.id.prefix", f"{topic_name}-tx")
-        .mode("append")
-        .save()
-    )
+    df = spark.createDataFrame(rows, "value string, partition int").repartition(3)
+    write(df, bootstrap, topic=topic_name, **{"transactional.id.prefix": f"{topic_name}-tx"})
     got = consume_all(bootstrap, topic_name, 300, isolation_level="read_committed")
     assert sorted(r.value for r in got) == sorted(v.encode() for v, _ in rows)
     # one task: 200 good rows, then one without a topic: the task (and job) fails, and
     # its transaction is aborted, so read_committed readers see none of the 200
     failing = [(topic_name, f"bad-{i}") for i in range(200)] + [(None, "no topic")]
+    bad = spark.createDataFrame(failing, "topic string, value string").coalesce(1)
     with pytest.raises(Exception, match="has no topic"):
-        (
-            spark.createDataFrame(failing, "topic string, value string")
-            .coalesce(1)
-            .write.format("aiokproto")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("kafka.linger.ms", "0")
-            .option("transactional.id.prefix", f"{topic_name}-bad")
-            .mode("append")
-            .save()
+        write(
+            bad,
+            bootstrap,
+            **{"kafka.linger.ms": "0", "transactional.id.prefix": f"{topic_name}-bad"},
         )
     again = consume_all(bootstrap, topic_name, 300, isolation_level="read_committed")
     assert not [r for r in again if r.value.startswith(b"bad-")]
@@ -104,9 +79,7 @@ def test_transactional_writes_commit_per_task_and_a_failed_task_shows_nothing(
 def test_transactional_id_must_be_a_prefix(spark: Any, bootstrap: str, topic_name: str) -> None:
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception, match=r"transactional\.id\.prefix"):
-        df.write.format("aiokproto").option("kafka.bootstrap.servers", bootstrap).option(
-            "topic", topic_name
-        ).option("kafka.transactional.id", "one-for-all").mode("append").save()
+        write(df, bootstrap, topic=topic_name, **{"kafka.transactional.id": "one-for-all"})
 
 
 def test_stream_write_read_back(

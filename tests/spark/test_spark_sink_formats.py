@@ -14,6 +14,7 @@ pytest.importorskip("fastavro")
 pytest.importorskip("jsonschema")
 
 from aiokproto.testing.schema_registry import LocalSchemaRegistry
+from tests.spark.helpers import read, write
 
 ORDER = {
     "type": "record",
@@ -27,28 +28,6 @@ ORDER = {
 }
 
 
-def _write(df: Any, bootstrap: str, url: str, **options: str) -> None:
-    w = (
-        df.write.format("aiokproto")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("schema.registry.url", url)
-    )
-    for k, v in options.items():
-        w = w.option(k, v)
-    w.mode("append").save()
-
-
-def _read(spark: Any, bootstrap: str, url: str, **options: str) -> Any:
-    r = (
-        spark.read.format("aiokproto")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("schema.registry.url", url)
-    )
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
-
-
 def test_avro_struct_rows_round_trip_through_the_registry(
     spark: Any, bootstrap: str, schema_registry: LocalSchemaRegistry, topic_name: str
 ) -> None:
@@ -58,10 +37,10 @@ def test_avro_struct_rows_round_trip_through_the_registry(
         "id long, tags map<string,string>, note string",
     ).selectExpr("CAST(id AS STRING) AS key", "struct(id, tags, note) AS value")
     # the schema given is registered under <topic>-value (confluent's default)
-    _write(df, bootstrap, url, topic=topic_name, valueFormat="avro", valueSchema=json.dumps(ORDER))
+    write(df, bootstrap, url, topic=topic_name, valueFormat="avro", valueSchema=json.dumps(ORDER))
     # then the subject's latest version, nothing given
-    _write(df.where("key = '1'"), bootstrap, url, topic=topic_name, valueFormat="avro")
-    back = _read(spark, bootstrap, url, subscribe=topic_name, valueFormat="avro")
+    write(df.where("key = '1'"), bootstrap, url, topic=topic_name, valueFormat="avro")
+    back = read(spark, bootstrap, url, subscribe=topic_name, valueFormat="avro")
     assert back.schema["value"].dataType.simpleString() == (
         "struct<id:bigint,tags:map<string,string>,note:string>"
     )
@@ -95,7 +74,7 @@ def test_sink_format_errors_are_typed_and_say_where(
     url = schema_registry.url
     binary = spark.createDataFrame([(b"x",)], "value binary")
     with pytest.raises(Exception, match="binary") as info:
-        _write(
+        write(
             binary,
             bootstrap,
             url,
@@ -105,13 +84,13 @@ def test_sink_format_errors_are_typed_and_say_where(
         )
     assert "KafkaConfigError" in str(info.value)
     with pytest.raises(Exception, match=r"unknown option.*valuefromat"):
-        _write(binary, bootstrap, url, topic=topic_name, valueFromat="avro")
+        write(binary, bootstrap, url, topic=topic_name, valueFromat="avro")
     # a row whose field does not match: the serializer's error names the field path
     bad = spark.createDataFrame([("one",)], "id string").selectExpr(
         "struct(id, map('a', 'b') AS tags) AS value"
     )
     with pytest.raises(Exception, match=r"Order\.id") as info:
-        _write(
+        write(
             bad, bootstrap, url, topic=topic_name, valueFormat="avro", valueSchema=json.dumps(ORDER)
         )
     assert "SchemaMismatchError" in str(info.value)

@@ -12,23 +12,9 @@ import pytest
 from aiokproto.admin import Admin
 from aiokproto.spark import compat
 from aiokproto.structs import TopicPartition
-from tests.spark.helpers import create_topic, produce
+from tests.spark.helpers import create_topic, produce, read, read_stream
 
 N = 3000
-
-
-def reader(spark: Any, bootstrap: str, **options: str) -> Any:
-    r = spark.read.format("aiokproto").option("kafka.bootstrap.servers", bootstrap)
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
-
-
-def stream(spark: Any, bootstrap: str, **options: str) -> Any:
-    r = spark.readStream.format("aiokproto").option("kafka.bootstrap.servers", bootstrap)
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
 
 
 def test_batch_read_equals_what_was_produced(spark: Any, bootstrap: str, topic_name: str) -> None:
@@ -36,7 +22,7 @@ def test_batch_read_equals_what_was_produced(spark: Any, bootstrap: str, topic_n
     sent = [(f"k{i}".encode(), f"value-{i}".encode() * 3, i % 3) for i in range(N)]
     produce(bootstrap, topic_name, sent, headers=[("source", b"test"), ("n", b"1")])
 
-    df = reader(spark, bootstrap, subscribe=topic_name, includeHeaders="true", minPartitions="7")
+    df = read(spark, bootstrap, subscribe=topic_name, includeHeaders="true", minPartitions="7")
     assert df.columns == [
         "key",
         "value",
@@ -70,7 +56,7 @@ def test_batch_offsets_json_pattern_and_assign(spark: Any, bootstrap: str, topic
     create_topic(bootstrap, topic_name, partitions=2)
     produce(bootstrap, topic_name, [(None, b"%d" % i, i % 2) for i in range(40)])
 
-    ranged = reader(
+    ranged = read(
         spark,
         bootstrap,
         subscribePattern=f"{topic_name}.*",
@@ -80,7 +66,7 @@ def test_batch_offsets_json_pattern_and_assign(spark: Any, bootstrap: str, topic
     got = sorted((r.partition, r.offset) for r in ranged.select("partition", "offset").collect())
     assert got == [(0, o) for o in range(5, 15)] + [(1, o) for o in range(20)]
 
-    assigned = reader(spark, bootstrap, assign=json.dumps({topic_name: [1]}))
+    assigned = read(spark, bootstrap, assign=json.dumps({topic_name: [1]}))
     assert assigned.count() == 20
     assert {r.partition for r in assigned.select("partition").collect()} == {1}
 
@@ -89,10 +75,10 @@ def test_batch_starting_timestamp(spark: Any, bootstrap: str, topic_name: str) -
     create_topic(bootstrap, topic_name)
     produce(bootstrap, topic_name, [(None, b"old", None)] * 5, timestamp_ms=1_600_000_000_000)
     produce(bootstrap, topic_name, [(None, b"new", None)] * 3, timestamp_ms=1_700_000_000_000)
-    df = reader(spark, bootstrap, subscribe=topic_name, startingTimestamp="1650000000000")
+    df = read(spark, bootstrap, subscribe=topic_name, startingTimestamp="1650000000000")
     assert [bytes(r.value) for r in df.select("value").collect()] == [b"new"] * 3
     with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy"):
-        reader(spark, bootstrap, subscribe=topic_name, startingTimestamp="1800000000000").count()
+        read(spark, bootstrap, subscribe=topic_name, startingTimestamp="1800000000000").count()
 
 
 def test_batch_fail_on_data_loss(spark: Any, bootstrap: str, topic_name: str) -> None:
@@ -106,8 +92,8 @@ def test_batch_fail_on_data_loss(spark: Any, bootstrap: str, topic_name: str) ->
     asyncio.run(delete())
     start = json.dumps({topic_name: {"0": 0}})
     with pytest.raises(Exception, match="failOnDataLoss=false"):
-        reader(spark, bootstrap, subscribe=topic_name, startingOffsets=start).count()
-    lenient = reader(
+        read(spark, bootstrap, subscribe=topic_name, startingOffsets=start).count()
+    lenient = read(
         spark, bootstrap, subscribe=topic_name, startingOffsets=start, failOnDataLoss="false"
     )
     assert sorted(r.offset for r in lenient.select("offset").collect()) == [6, 7, 8, 9]
@@ -115,9 +101,9 @@ def test_batch_fail_on_data_loss(spark: Any, bootstrap: str, topic_name: str) ->
 
 def test_bad_options_fail_before_reading(spark: Any, bootstrap: str) -> None:
     with pytest.raises(Exception, match="exactly one of the options subscribe"):
-        reader(spark, bootstrap).count()
+        read(spark, bootstrap).count()
     with pytest.raises(Exception, match=r"kafka\.fetch\.max\.bytez"):
-        reader(spark, bootstrap, subscribe="t", **{"kafka.fetch.max.bytez": "1"}).count()
+        read(spark, bootstrap, subscribe="t", **{"kafka.fetch.max.bytez": "1"}).count()
 
 
 def _stream_run(
@@ -133,7 +119,7 @@ def _stream_run(
         batches.append(sorted((r.partition, r.offset) for r in rows))
 
     writer = (
-        stream(
+        read_stream(
             spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="30"
         )
         .writeStream.foreachBatch(each)
