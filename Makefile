@@ -364,7 +364,7 @@ bench-consumer-memory: venv jars
 
 # Each client with its own defaults (batch size, linger, acks, in-flight), one partition,
 # 100 B / 1 KB / 100 KB values: rate and CPU per MB as ratios to confluent-kafka's (also
-# run by make bench; about 2 minutes)
+# run by make bench; about 3 minutes)
 bench-defaults: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks.defaults $(BENCH_ARGS)

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.defaults import MIN_RECORDS, figures, main, records_for, rotated, summary
+from benchmarks.defaults import (
+    MIN_RECORDS,
+    default_mb,
+    figures,
+    main,
+    records_for,
+    rotated,
+    summary,
+)
 
 
 def test_records_make_the_megabytes_asked_for_with_a_floor() -> None:
@@ -16,6 +24,13 @@ def test_records_make_the_megabytes_asked_for_with_a_floor() -> None:
     for size, mb in ((0, 1.0), (100, 0.0), (100, -1.0)):
         with pytest.raises(ValueError):
             records_for(size, mb)
+
+
+def test_bigger_values_get_more_megabytes_by_default() -> None:
+    assert [default_mb(s) for s in (100, 999, 1_000, 99_999, 100_000)] == [
+        50.0, 50.0, 100.0, 100.0, 300.0,
+    ]  # fmt: skip
+    assert records_for(100_000, default_mb(100_000)) == 3_000
 
 
 def test_each_run_starts_one_client_further_along() -> None:
