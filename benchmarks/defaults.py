@@ -68,6 +68,12 @@ def rotated(clients: Sequence[str], run: int) -> list[str]:
     return [*clients[k:], *clients[:k]]
 
 
+def check_last(offset: int | None, n: int) -> None:
+    """The last record's offset: ``n`` on a fresh topic (the warm-up record is 0)."""
+    if offset != n:
+        raise RuntimeError(f"the last of {n} records is at offset {offset}, not {n}")
+
+
 async def _aiokproto(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[float, float]:
     from aiokproto import Producer
 
@@ -79,9 +85,9 @@ async def _aiokproto(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[
         for _ in range(n):
             last = await send(topic, value)
         await p.flush()
-        assert last is not None
-        await last
-        return time.perf_counter() - wall, time.process_time() - cpu
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        check_last(None if last is None else (await last).offset, n)
+        return wall, cpu
 
 
 async def _aiokafka(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[float, float]:
@@ -97,9 +103,9 @@ async def _aiokafka(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[f
         for _ in range(n):
             last = await send(topic, value)
         await p.flush()
-        assert last is not None
-        await last
-        return time.perf_counter() - wall, time.process_time() - cpu
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        check_last(None if last is None else (await last).offset, n)
+        return wall, cpu
     finally:
         await p.stop()
 
@@ -108,10 +114,13 @@ def _confluent(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[float,
     import confluent_kafka  # type: ignore[import-untyped]
 
     errors: list[Any] = []
+    offsets: list[int] = [-1]
 
-    def report(err: Any, _msg: Any) -> None:
+    def report(err: Any, msg: Any) -> None:
         if err is not None:
             errors.append(err)
+        elif msg.offset() > offsets[0]:
+            offsets[0] = msg.offset()
 
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
     p.produce(topic, b"warm", on_delivery=report)
@@ -128,7 +137,9 @@ def _confluent(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[float,
                 poll(0.01)
     if p.flush(300) or errors:
         raise RuntimeError(f"librdkafka did not deliver everything: {errors[:3]}")
-    return time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    check_last(offsets[0], n)
+    return wall, cpu
 
 
 def child(client: str, bootstrap: str, topic: str, size: int, n: int) -> dict[str, Any]:

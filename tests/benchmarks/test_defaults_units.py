@@ -7,6 +7,7 @@ import pytest
 
 from benchmarks.defaults import (
     MIN_RECORDS,
+    check_last,
     default_mb,
     figures,
     main,
@@ -70,6 +71,13 @@ def test_summary_gives_ratios_to_confluent_kafka() -> None:
     assert ours[:2] == ["1,000", "aiokproto"] and ours[-2:] == ["2.00x", "0.50x"]
     assert theirs[1] == "confluent-kafka" and theirs[-2:] == ["1.00x", "1.00x"]
     assert len(lines) == 5 and alone[-2:] == ["nanx", "nanx"]  # no reference: no ratio
+
+
+def test_a_run_that_lost_or_added_records_is_refused() -> None:
+    check_last(200, 200)  # the warm-up record is offset 0
+    for offset in (199, 201, None):
+        with pytest.raises(RuntimeError, match="not 200"):
+            check_last(offset, 200)
 
 
 def test_bad_arguments_are_refused_before_any_broker() -> None:
