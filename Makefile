@@ -11,7 +11,7 @@ KAFKA_VERSIONS := 4.4.0 4.3.1 3.9.1
 PYTEST_ARGS ?=
 EXTRAS ?= test,spark,examples,bench
 
-.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel bench-schema-registry bench-consumer-memory broker broker-stop broker-status dist dist-check clean bench-many-partitions bench-contended
+.PHONY: help venv native test-pythons test-units-serial test-broker-slices docs jars lint typecheck codegen codegen-check file-map file-map-check test test-fast test-spark-matrix test-oauth faults soak demo bench bench-base bench-full bench-many-topics bench-rebalance bench-share bench-parallel bench-schema-registry bench-consumer-memory broker broker-stop broker-status dist dist-check clean bench-many-partitions bench-contended bench-defaults
 
 help:
 	@echo "make demo    - set up, start a local Kafka, run examples/quickstart.py, stop it"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-many-topics - first send to each of 500 topics, beside librdkafka and aiokafka"
 	@echo "make bench-consumer-memory - peak RSS of a consumer behind on 1,000 partitions, beside librdkafka and aiokafka"
 	@echo "make bench-many-partitions - CPU per keyed record at 1 vs 1,000 partitions, beside the peers"
+	@echo "make bench-defaults - each client's own defaults, 100 B / 1 KB / 100 KB values, one partition"
 	@echo "make bench-contended - the latency row with two busy-loop processes beside it"
 	@echo "make bench-rebalance - consumer group rebalance time: eager, cooperative, KIP-848"
 	@echo "make bench-share - ShareConsumer vs Kafka's Java share consumer, one local broker"
@@ -342,6 +343,7 @@ demo: $(DEMO_VENV)/.installed
 bench: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks --quick
+	$(PY) -m benchmarks.defaults
 	$(PY) -m benchmarks.many_topics
 	$(PY) -m benchmarks.many_partitions
 	$(PY) -m benchmarks.contended
@@ -359,6 +361,13 @@ bench-many-topics: venv jars
 bench-consumer-memory: venv jars
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) -m benchmarks.consumer_memory $(BENCH_ARGS)
+
+# Each client with its own defaults (batch size, linger, acks, in-flight), one partition,
+# 100 B / 1 KB / 100 KB values: rate and CPU per MB as ratios to confluent-kafka's (also
+# run by make bench; about 3 minutes)
+bench-defaults: venv jars
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.defaults $(BENCH_ARGS)
 
 # Keyed 100 B records over 1 and 1,000 partitions, a yield every 10 sends, CPU per
 # record beside confluent-kafka and aiokafka (also run by make bench; about 3 minutes)

@@ -584,6 +584,18 @@ append_one(PyObject *buf, int64_t od, int64_t td, field_t *k, field_t *v, field_
     Py_ssize_t at = PyByteArray_GET_SIZE(buf);
     if (od != 0 && at + total > limit)
         return 0;
+    if (at + total >= ((PyByteArrayObject *)buf)->ob_alloc) {
+        /* Grow by half (at most to the batch's limit): bytearray grows by an eighth,
+         * or to the exact size for a big record, and a realloc that cannot extend in
+         * place copies the whole batch: 100 KB records in a 1 MB batch were copied
+         * five times over. The batch still holds only what its records need (1.5x at
+         * most), never its limit up front. Shrinking back to the size is in place. */
+        Py_ssize_t grown = (at + total) + (at + total) / 2;
+        if (grown > limit)
+            grown = limit > at + total ? limit : at + total;
+        if (grown > at + total && PyByteArray_Resize(buf, grown) < 0)
+            return -1;
+    }
     if (PyByteArray_Resize(buf, at + total) < 0)
         return -1;
     uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + at;

@@ -221,8 +221,10 @@ class ProducerOptions(ClientOptions, total=False):
     are an error. Default: ``True``."""
 
     batch_size: int
-    """The most record bytes one partition's batch collects before it is sent.
-    Default: ``16384`` bytes."""
+    """The most record bytes one partition's batch collects before it is sent. The
+    batch's buffer grows with its records, so a big size costs no memory up front.
+    Java's default is 16384; this is librdkafka's, lowered to ``max_request_size`` when
+    that is lower. Default: ``1000000`` bytes."""
 
     linger_ms: int
     """How long a batch that is not full waits for more records before it is sent

@@ -121,7 +121,7 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
               default=None, help="[default: none]")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
-              help="[default: 16384]")
+              help="[default: 1000000]")
 @click.option("--linger-ms", type=click.IntRange(min=0), default=None, help="[default: 5]")
 async def perf_produce(
     settings: Settings,

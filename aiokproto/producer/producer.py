@@ -1299,7 +1299,7 @@ class Producer(StartStop, Generic[SK, SV]):
             snapshot = await self._wait_for_topic(meta, topic, sending)
             sticky = self._sticky.get(topic)
             if sticky is None:
-                sticky = self._sticky[topic] = StickyPartitioner(self.options.batch_size)
+                sticky = self._sticky[topic] = StickyPartitioner(self.options.sticky_bytes)
             ts = _TopicState(topic, snapshot, acc, sticky)
             self._topics[topic] = ts
             self._keep(topic)
@@ -1418,9 +1418,10 @@ class Producer(StartStop, Generic[SK, SV]):
         return pq
 
     def _too_large(self, topic: str, charge: int) -> RecordTooLargeError:
-        size = charge - RECORD_CHARGE + BATCH_HEADER + RECORD_OVERHEAD_BOUND
+        # the bound it was checked against: a batch of it alone at the worst-case framing
+        size = charge + BATCH_HEADER + RECORD_OVERHEAD_BOUND
         return RecordTooLargeError(
-            f"a record of about {size} bytes for topic {topic!r} is larger than "
+            f"a record needing a batch of up to {size} bytes for topic {topic!r} is larger than "
             f"max_request_size ({self.options.max_request_size}) or buffer_memory "
             f"({self.options.buffer_memory}); raise those, or send smaller records"
         )

@@ -390,6 +390,23 @@ def test_the_compiled_append_keeps_its_state_where_python_reads_it() -> None:
         b.append(1.5, None, b"v")  # type: ignore[arg-type]
 
 
+def test_a_batch_buffer_grows_with_its_records_by_half_up_to_its_limit() -> None:
+    """A 1,000,000-byte batch reserves nothing up front (a partition holding one small
+    record holds a small buffer), and big records grow it by half, not to the exact
+    size at every append (a realloc that cannot extend in place copies the batch)."""
+    b = RecordBatchBuilder(batch_size=1_000_000)
+    b.append(0, None, b"v" * 100)
+    assert sys.getsizeof(b._buf) < 1_024
+    sizes = set()
+    value = b"x" * 100_000
+    while b.append(0, None, value) is not None:
+        alloc = sys.getsizeof(b._buf)
+        assert b.estimated_size < alloc <= max(1.5 * b.estimated_size + 100, 1_000_100)
+        sizes.add(alloc)
+    assert b.record_count == 10 and len(sizes) <= 6  # 9 appends, 5 or 6 reallocations
+    assert sys.getsizeof(b._buf) <= 1_000_100  # capped by the batch's limit
+
+
 @given(st.binary(max_size=300))
 def test_murmur2_is_the_python_hash(data: bytes) -> None:
     assert native.murmur2(data) == murmur2_python(data)

@@ -19,14 +19,28 @@ def parse(**options: Any) -> ProducerOptions:
     return parse_producer_options(config, own)
 
 
-def test_defaults_are_javas() -> None:
+def test_defaults_are_javas_but_the_batch_size() -> None:
     opts = parse()
     assert opts.acks == -1 and opts.enable_idempotence
-    assert (opts.batch_size, opts.linger_ms, opts.max_request_size) == (16384, 5, 1048576)
+    # batch_size is librdkafka's (docs/guides/producer.md says why), the rest Java's
+    assert (opts.batch_size, opts.linger_ms, opts.max_request_size) == (1_000_000, 5, 1048576)
     assert (opts.buffer_memory, opts.max_block_ms, opts.delivery_timeout_ms) == (
         33554432, 60000, 120000,
     )
     assert opts.compression == compression.NONE and opts.max_in_flight == 5
+
+
+def test_the_default_batch_is_never_bigger_than_a_request() -> None:
+    assert parse(max_request_size=100_000).batch_size == 100_000
+    assert parse(max_request_size=4_000_000).batch_size == 1_000_000
+    # set, it is the user's: Java lets a batch be bigger than a request may be
+    assert parse(max_request_size=100_000, batch_size=200_000).batch_size == 200_000
+
+
+def test_keyless_records_switch_partition_after_javas_batch_size_unless_it_is_set() -> None:
+    assert parse().sticky_bytes == 16_384
+    assert parse(batch_size=65_536).sticky_bytes == 65_536
+    assert parse(max_batch_size=2_048).sticky_bytes == 2_048  # aiokafka's spelling
 
 
 @pytest.mark.parametrize(("given", "wire"), [("all", -1), (-1, -1), (1, 1), (0, 0), ("1", 1)])
