@@ -302,3 +302,47 @@ async def test_revokes_mid_run_with_lanes_running_and_reused(ordering: str) -> N
         await asyncio.wait_for(run, 10)
     assert problems == []
     assert broker.committed == dict.fromkeys(tps, 80)
+
+
+async def test_a_revoke_that_frees_the_total_resumes_the_paused_partitions() -> None:
+    """A partition paused at its fair share of the total, its records held behind one
+    busy key, may fetch again once a revoke drops another partition's records and the
+    total is down to half its bound: at once, not at the next commit
+    (commit_interval_ms, here a minute), since no record is taken meanwhile to check."""
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    logs: dict[TopicPartition, list[object]] = {a: [b"s"] * 21 + [b"x"] * 30, b: [b"b"] * 21}
+    broker = FakeBroker(logs, random.Random(1))
+    gate = asyncio.Event()
+    others = 0
+    async with ParallelConsumer(
+        broker.consumer,
+        max_queued_total=40,
+        max_concurrency=10,
+        commit_interval_ms=60_000,
+        revoke_timeout_ms=10,
+    ) as pc:
+
+        async def handle(record: ConsumerRecord[Any, Any]) -> None:
+            nonlocal others
+            if record.key == b"x":
+                others += 1
+            else:
+                await gate.wait()  # the first of each held key holds its lane
+
+        run = asyncio.create_task(pc.run(handle))
+        try:
+            for _ in range(300):
+                if {a, b} <= pc._paused:
+                    break
+                await asyncio.sleep(0.01)
+            assert {a, b} <= broker.paused and pc._sched.queued(a) == 20
+            await broker.revoke(pc, {b})  # its 20 queued are dropped: the total is 20
+            for _ in range(100):
+                if others == 30:
+                    break
+                await asyncio.sleep(0.01)
+            assert others == 30 and a not in broker.paused
+        finally:
+            gate.set()
+        await pc.stop()
+        await asyncio.wait_for(run, 10)
