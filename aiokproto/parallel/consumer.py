@@ -541,7 +541,9 @@ class ParallelConsumer(Generic[K, V]):
         handler = self._handler
         assert handler is not None
         loop = asyncio.get_running_loop()
-        while not self._closing and self._fatal is None:
+        # (a stop() ends the loop too: the fetch loop's shutdown may run only later, and
+        # a worker whose handler called stop() would take the next record at once)
+        while not self._closing and not self._stop_requested and self._fatal is None:
             got = take()
             if got is None:
                 fut: asyncio.Future[None] = loop.create_future()

@@ -346,3 +346,44 @@ async def test_a_revoke_that_frees_the_total_resumes_the_paused_partitions() -> 
             gate.set()
         await pc.stop()
         await asyncio.wait_for(run, 10)
+
+
+@pytest.mark.parametrize("how", ["cancel", "stop from a handler"])
+async def test_the_chunk_wait_ends_at_a_cancel_or_a_stop(how: str) -> None:
+    """The fetch loop waiting for room for a chunk (queues near their bound, records
+    ready, every worker busy): cancelling run() or a handler's stop() ends it at once,
+    the handlers end, and what finished is committed."""
+    tp = TopicPartition("t", 0)
+    broker = FakeBroker({tp: [b"k%d" % (i % 20) for i in range(100)]}, random.Random(3))
+    gate = asyncio.Event()
+    done: list[int] = []
+    async with ParallelConsumer(
+        broker.consumer, max_concurrency=2, max_queued_total=12, fetch_max_records=5
+    ) as pc:
+
+        async def handle(record: ConsumerRecord[Any, Any]) -> None:
+            if record.offset == 0:
+                done.append(0)
+                return
+            await gate.wait()
+            done.append(record.offset)
+            if how != "cancel":
+                await pc.stop()
+
+        run = asyncio.create_task(pc.run(handle))
+        for _ in range(200):
+            if pc._room is not None:
+                break
+            await asyncio.sleep(0.005)
+        assert pc._room is not None and pc.in_flight == 2  # waiting for room
+        started = time.monotonic()
+        if how == "cancel":
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+        else:
+            gate.set()
+            await asyncio.wait_for(run, 5)
+        assert time.monotonic() - started < 0.09  # (not a poll's 100 ms)
+        assert not pc._workers and pc._room is None
+    assert broker.committed == {tp: 1 if how == "cancel" else 3}
