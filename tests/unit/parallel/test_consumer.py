@@ -310,7 +310,7 @@ async def test_a_revoke_that_frees_the_total_resumes_the_paused_partitions() -> 
     total is down to half its bound: at once, not at the next commit
     (commit_interval_ms, here a minute), since no record is taken meanwhile to check."""
     a, b = TopicPartition("t", 0), TopicPartition("t", 1)
-    held: list[object] = [b"s"] * 21 + [b"x"] * 30
+    held: list[object] = [*[b"s"] * 21, *[b"x"] * 30]
     logs: dict[TopicPartition, list[object]] = {a: held, b: [b"b"] * 21}
     broker = FakeBroker(logs, random.Random(1))
     gate = asyncio.Event()
