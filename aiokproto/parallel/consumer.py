@@ -471,7 +471,7 @@ class ParallelConsumer(Generic[K, V]):
         keep = sorted((r for r in dropped if r.offset < offset), key=lambda r: r.offset)
         po.rewind(offset, {r.offset for r in dropped if r.offset >= offset})
         sched.add_many(tp, keep, map(_key_of, keep))
-        if tp in self._paused:
+        if self._paused:  # (the total came down too: not only tp may resume)
             self._maybe_resume()
         log.info("ParallelConsumer: %s moved back to offset %d: taken again from there", tp, offset)
 
@@ -488,7 +488,8 @@ class ParallelConsumer(Generic[K, V]):
         taken and at most half its bound is left), and every one when the total comes
         down to half its bound (takes lower it one at a time: it passes there; the
         partitions still paused then hold over half their own bound each, so they are
-        few); without ``taken`` (then, at each commit, after a rewind), every one."""
+        few); without ``taken`` (then, at each commit, after a revoke or a rewind: a
+        drop lowers the total at once), every one."""
         sched = self._sched
         if taken is not None:
             if taken not in self._paused or not sched.under_limit(taken):
@@ -540,7 +541,9 @@ class ParallelConsumer(Generic[K, V]):
         handler = self._handler
         assert handler is not None
         loop = asyncio.get_running_loop()
-        while not self._closing and self._fatal is None:
+        # (a stop() ends the loop too: the fetch loop's shutdown may run only later, and
+        # a worker whose handler called stop() would take the next record at once)
+        while not self._closing and not self._stop_requested and self._fatal is None:
             got = take()
             if got is None:
                 fut: asyncio.Future[None] = loop.create_future()
@@ -759,6 +762,10 @@ class ParallelConsumer(Generic[K, V]):
         for tp in tps:
             self._offsets.pop(tp, None)
             self._paused.discard(tp)
+        if self._paused:
+            # the drop lowered the total at once, past half its bound perhaps (the
+            # workers check it only as their takes lower it): any may resume
+            self._maybe_resume()
         self._dispatch()
 
     async def _shutdown(self, *, cancelled: bool) -> None:
