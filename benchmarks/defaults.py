@@ -74,20 +74,26 @@ def check_last(offset: int | None, n: int) -> None:
         raise RuntimeError(f"the last of {n} records is at offset {offset}, not {n}")
 
 
+async def _timed_sends(p: Any, topic: str, value: bytes, n: int) -> tuple[float, float]:
+    """Wall and CPU seconds of ``n`` awaited sends and the flush, after one warm-up send
+    (connected, leader known, producer id assigned); aiokproto and aiokafka alike."""
+    await (await p.send(topic, b"warm"))
+    wall, cpu = time.perf_counter(), time.process_time()
+    send = p.send
+    last = None
+    for _ in range(n):
+        last = await send(topic, value)
+    await p.flush()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    check_last(None if last is None else (await last).offset, n)
+    return wall, cpu
+
+
 async def _aiokproto(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[float, float]:
     from aiokproto import Producer
 
     async with Producer(bootstrap_servers=bootstrap) as p:
-        await (await p.send(topic, b"warm"))  # connected, leader known, id assigned
-        wall, cpu = time.perf_counter(), time.process_time()
-        send = p.send
-        last = None
-        for _ in range(n):
-            last = await send(topic, value)
-        await p.flush()
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        check_last(None if last is None else (await last).offset, n)
-        return wall, cpu
+        return await _timed_sends(p, topic, value, n)
 
 
 async def _aiokafka(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[float, float]:
@@ -96,16 +102,7 @@ async def _aiokafka(bootstrap: str, topic: str, value: bytes, n: int) -> tuple[f
     p = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await p.start()
     try:
-        await (await p.send(topic, b"warm"))
-        wall, cpu = time.perf_counter(), time.process_time()
-        send = p.send
-        last = None
-        for _ in range(n):
-            last = await send(topic, value)
-        await p.flush()
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        check_last(None if last is None else (await last).offset, n)
-        return wall, cpu
+        return await _timed_sends(p, topic, value, n)
     finally:
         await p.stop()
 
