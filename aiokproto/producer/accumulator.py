@@ -104,6 +104,10 @@ class Accumulator:
         self._lingering: deque[tuple[float, PartitionQueue]] = deque()
         self.used = 0  # buffer_memory bytes held by unfinished batches
         self.limit = options.buffer_memory
+        # no queued batch expires before this loop time (a lower bound: set by each
+        # drain, lowered by a batch queued since): the sender skips drains that could
+        # send nothing (every broker's in-flight requests full) until then
+        self.expiry_due = math.inf
         self.incomplete: set[ProducerBatch] = set()
         self.idempotent = options.enable_idempotence
         self.transactional = options.transactional_id is not None
@@ -160,6 +164,8 @@ class Accumulator:
         if closing is not None:
             closing.closed = True
         self.used += BATCH_HEADER
+        if batch.deadline < self.expiry_due:
+            self.expiry_due = batch.deadline
         alone = not pq.batches
         pq.batches.append(batch)
         pq.open = batch
@@ -374,15 +380,21 @@ class Accumulator:
         # Wake for the earliest expiry among the batches left unsent, looked at after
         # the taking: a deadline of a batch taken just now would arm a timer on every
         # drain (delivery_timeout_ms away) only to be cancelled at the next.
-        soonest = lingering  # a min inline: a wake_at() call per partition cost twice as much
+        due = math.inf  # a min inline: a wake_at() call per partition cost twice as much
         for pq in looked:
             queued = pq.batches
             if queued:
                 deadline = queued[0].deadline
-                if deadline < soonest:
-                    soonest = deadline
+                if deadline < due:
+                    due = deadline
+        soonest = min(lingering, due)
         if soonest != math.inf:
             result.wake_at(soonest)
+        # a lingering batch's deadline is delivery_timeout_ms after its creation
+        to_deadline = self._delivery - linger
+        if waiting:
+            lingering = min(lingering, waiting[0][0])
+        self.expiry_due = min(due, lingering + to_deadline)
         limit = opts.max_request_size
         for node, rounds in rounds_by_node.items():
             for round_ in rounds:
@@ -607,6 +619,8 @@ class Accumulator:
         pq.requeue_pieces(pieces)
         batch.split = Split([first for first, _ in parts], pieces)
         self._active[pq] = None
+        if batch.deadline < self.expiry_due:
+            self.expiry_due = batch.deadline
         return len(pieces)
 
     def hold_back(self, batch: ProducerBatch) -> None:
@@ -630,6 +644,8 @@ class Accumulator:
         batch.conn = None
         pq.requeue(batch)
         self._active[pq] = None
+        if batch.deadline < self.expiry_due:
+            self.expiry_due = batch.deadline
 
     def fail_unsent(self, error: BaseException, queues: Iterable[PartitionQueue] = ()) -> None:
         """Fail the batches not in flight (of ``queues``, or of every partition): a
