@@ -126,6 +126,7 @@ class Accumulator:
         self.space_wanted = False
         self._order = 0
         self._rotate = 0
+        self._first_sends: list[ProducerBatch] = []  # a drain's batches sent the first time
 
     # -- appending --------------------------------------------------------------
 
@@ -395,6 +396,11 @@ class Accumulator:
         if waiting:
             lingering = min(lingering, waiting[0][0])
         self.expiry_due = min(due, lingering + to_deadline)
+        sent = self._first_sends
+        if sent:
+            assert self.metrics is not None
+            self._first_sends = []
+            self.metrics.batches_sent(sent, self._loop.time())
         limit = opts.max_request_size
         for node, rounds in rounds_by_node.items():
             for round_ in rounds:
@@ -427,7 +433,7 @@ class Accumulator:
         if self.metrics is not None and batch.attempts > batch.metered:
             batch.metered = batch.attempts
             if batch.attempts == 1:
-                self.metrics.batch_sent(batch, len(batch.payload or b""), self._loop.time())
+                self._first_sends.append(batch)  # counted together at the drain's end
             else:
                 self.metrics.batch_retried(batch)
         self.sent_in_txn = self.transactional
