@@ -459,9 +459,10 @@ class Accumulator:
 
     def _finish(self, batch: ProducerBatch) -> bool:
         """Bookkeeping shared by success and failure; False if already finished."""
-        if batch not in self.incomplete:
+        try:
+            self.incomplete.remove(batch)
+        except KeyError:
             return False
-        self.incomplete.discard(batch)
         pq = batch.queue
         if batch.in_flight:
             batch.in_flight = False
