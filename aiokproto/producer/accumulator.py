@@ -127,6 +127,9 @@ class Accumulator:
         self._order = 0
         self._rotate = 0
         self._first_sends: list[ProducerBatch] = []  # a drain's batches sent the first time
+        # a batch that may go at once whatever is in flight (a full one, a retry, a
+        # split's pieces) was queued since the last drain
+        self.urgent = False
 
     # -- appending --------------------------------------------------------------
 
@@ -164,6 +167,7 @@ class Accumulator:
         ready_now = closing is not None  # the batch it closes may go at once
         if closing is not None:
             closing.closed = True
+            self.urgent = True
         self.used += BATCH_HEADER
         if batch.deadline < self.expiry_due:
             self.expiry_due = batch.deadline
@@ -258,19 +262,42 @@ class Accumulator:
     # -- draining ---------------------------------------------------------------
 
     @property
+    def patient(self) -> bool:
+        """Whether a batch not yet full waits for its broker's requests to end (see
+        ``drain``): lingering is on and nobody waits for the buffer to empty."""
+        return bool(self._linger) and not (self.flushing or self.closing or self.space_wanted)
+
+    @property
     def has_queued(self) -> bool:
         """Whether any partition has a batch waiting to be sent (a drain with none
         returns an empty plan)."""
         return bool(self._active or self._lingering)
 
-    def drain(self, now: float, leader_of: LeaderOf, capacity: Callable[[int], int]) -> DrainResult:
+    def drain(
+        self,
+        now: float,
+        leader_of: LeaderOf,
+        capacity: Callable[[int], int],
+        out: Callable[[int], int] | None = None,
+    ) -> DrainResult:
         """Take the batches that are ready and may be sent now, grouped per broker into
         requests (at most ``capacity(node)`` requests per broker). ``leader_of``'s
         answers are kept per partition for as long as it is the same object: pass a new
         one when leaders may have changed (the sender passes one per metadata
-        snapshot)."""
+        snapshot).
+
+        With ``out(node)`` (the broker's requests in flight), a batch that is not full
+        and whose linger is over waits while its broker has a request out (linger_ms
+        on, nobody hurrying): the broker handles one request per connection at a
+        time, so a second request of lingered batches would only wait there while its
+        batches could still grow. At 1,000 partitions five such requests in a row made
+        batches 2-3x smaller (CPU per record +40%) for no gain in wall time. Full
+        batches, retries and split pieces still go up to ``capacity`` requests deep."""
         result = DrainResult()
         hurry = bool(self.flushing or self.closing or self.space_wanted)
+        self.urgent = False
+        patient = out is not None and bool(self._linger) and not hurry
+        busy_by_node: dict[int, bool] = {}
         waiting = self._lingering
         # (a partition whose batch went meanwhile, purged or aborted, is dropped too:
         # else it armed a pass at its linger's end and kept has_queued true till then)
@@ -362,6 +389,13 @@ class Accumulator:
                     if not hurry and batch.created + linger > now:
                         result.wake_at(batch.created + linger)
                         break
+                    if patient:
+                        busy = busy_by_node.get(leader)
+                        if busy is None:
+                            assert out is not None
+                            busy = busy_by_node[leader] = out(leader) > 0
+                        if busy:
+                            break  # the end of the broker's request wakes the loop
                     pq.open = None
                 batches.popleft()
                 if pq.split_limit and batch.order < 0 and self._cut(batch):
@@ -382,12 +416,17 @@ class Accumulator:
         # the taking: a deadline of a batch taken just now would arm a timer on every
         # drain (delivery_timeout_ms away) only to be cancelled at the next.
         due = math.inf  # a min inline: a wake_at() call per partition cost twice as much
+        urgent = False
         for pq in looked:
             queued = pq.batches
             if queued:
-                deadline = queued[0].deadline
-                if deadline < due:
-                    due = deadline
+                head = queued[0]
+                if head.deadline < due:
+                    due = head.deadline
+                if head is not pq.open:
+                    urgent = True  # left behind, though it need not wait for anything
+        if urgent:
+            self.urgent = True
         soonest = min(lingering, due)
         if soonest != math.inf:
             result.wake_at(soonest)
@@ -626,6 +665,7 @@ class Accumulator:
         pq.requeue_pieces(pieces)
         batch.split = Split([first for first, _ in parts], pieces)
         self._active[pq] = None
+        self.urgent = True
         if batch.deadline < self.expiry_due:
             self.expiry_due = batch.deadline
         return len(pieces)
@@ -651,6 +691,7 @@ class Accumulator:
         batch.conn = None
         pq.requeue(batch)
         self._active[pq] = None
+        self.urgent = True
         if batch.deadline < self.expiry_due:
             self.expiry_due = batch.deadline
 

@@ -229,12 +229,12 @@ class Sender:
                 self._on_metadata()
             elif not self._leaderless and now < acc.expiry_due and self._all_busy(snapshot):
                 # A drain could send nothing: skip it (at 1,000 partitions, passes woken
-                # by lingers ending while the requests were full scanned every queued
+                # by lingers ending while the requests were out scanned every queued
                 # partition for nothing: a fifth of the producer's CPU). A request's end
                 # wakes the loop; the first queued deadline too, to expire it.
                 await self._wait(None if acc.expiry_due == math.inf else acc.expiry_due, True)
                 continue
-            plan = acc.drain(now, leader_of, self._capacity)
+            plan = acc.drain(now, leader_of, self._capacity, self._out)
             self._leaderless = bool(plan.leaderless)
             for node, batches in plan.requests:
                 self._dispatch(node, batches, snapshot)
@@ -266,12 +266,18 @@ class Sender:
     def _capacity(self, node: int) -> int:
         return self._opts.max_in_flight - self._node_in_flight.get(node, 0)
 
+    def _out(self, node: int) -> int:
+        return self._node_in_flight.get(node, 0)
+
     def _all_busy(self, snapshot: ClusterSnapshot) -> bool:
-        """Every broker has ``max_in_flight`` requests out (none can take a batch)."""
+        """No broker can take a queued batch: each has ``max_in_flight`` requests out,
+        or one at least while every queued batch waits for that (``Accumulator.drain``:
+        nothing full, retried or split was queued since the last drain)."""
         brokers = snapshot.brokers
         if not brokers:
             return False
-        limit = self._opts.max_in_flight
+        acc = self._acc
+        limit = 1 if acc.patient and not acc.urgent else self._opts.max_in_flight
         in_flight = self._node_in_flight
         for node in brokers:
             if in_flight.get(node, 0) < limit:
