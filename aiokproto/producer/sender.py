@@ -39,7 +39,7 @@ from aiokproto.errors import (
     for_code,
 )
 from aiokproto.logs import RepeatingWarning
-from aiokproto.producer.accumulator import Accumulator
+from aiokproto.producer.accumulator import PATIENT_DEPTH, Accumulator
 from aiokproto.producer.batch import (
     NO_IDENTITY,
     BatchResult,
@@ -271,13 +271,15 @@ class Sender:
 
     def _all_busy(self, snapshot: ClusterSnapshot) -> bool:
         """No broker can take a queued batch: each has ``max_in_flight`` requests out,
-        or one at least while every queued batch waits for that (``Accumulator.drain``:
-        nothing full, retried or split was queued since the last drain)."""
+        or ``PATIENT_DEPTH`` while every queued batch waits for fewer (``Accumulator.
+        drain``: nothing full, retried or split was queued since the last drain)."""
         brokers = snapshot.brokers
         if not brokers:
             return False
         acc = self._acc
-        limit = 1 if acc.patient and not acc.urgent else self._opts.max_in_flight
+        limit = self._opts.max_in_flight
+        if acc.patient and not acc.urgent:
+            limit = min(limit, PATIENT_DEPTH)
         in_flight = self._node_in_flight
         for node in brokers:
             if in_flight.get(node, 0) < limit:
