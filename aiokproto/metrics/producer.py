@@ -8,6 +8,7 @@ failure as errors.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -85,20 +86,72 @@ class ProducerMetrics:
         if self._topics.pop(topic, None) is not None:
             self.registry.remove(TOPIC_GROUP, topic=topic)
 
-    def batch_sent(self, batch: ProducerBatch, size: int, now: float) -> None:
-        """A batch leaves for the first time (``now`` on the loop's clock)."""
-        count = batch.record_count
-        uncompressed = batch.builder.estimated_size or size
-        ratio = size / uncompressed
+    def batches_sent(self, batches: list[ProducerBatch], now: float) -> None:
+        """Batches leaving for the first time together (built, ``now`` on the loop's
+        clock): each counts as one value of each sensor (its records, its size, its
+        compression ratio, its records' time in the buffer), recorded at once per
+        sensor (at 1,000 partitions, seven recordings per one-record batch were ~7% of
+        the producer's CPU)."""
+        records = 0
+        most, fewest = -math.inf, math.inf
+        sizes = 0
+        big, small = -math.inf, math.inf
+        ratios = 0.0
+        ratio_max, ratio_min = -math.inf, math.inf
+        oldest = newest = batches[0].created
+        created = 0.0
+        topic = batches[0].topic
+        mixed = False
+        for batch in batches:
+            builder = batch.builder
+            count = builder.record_count
+            size = len(batch.payload or b"")
+            ratio = size / (builder.estimated_size or size or 1)
+            records += count
+            if count > most:
+                most = count
+            if count < fewest:
+                fewest = count
+            sizes += size
+            if size > big:
+                big = size
+            if size < small:
+                small = size
+            ratios += ratio
+            if ratio > ratio_max:
+                ratio_max = ratio
+            if ratio < ratio_min:
+                ratio_min = ratio
+            at = batch.created
+            created += at
+            if at < oldest:
+                oldest = at
+            elif at > newest:
+                newest = at
+            if batch.topic != topic:
+                mixed = True
+        n = len(batches)
+        self.sends.record_many(n, records, most, fewest, now)
+        self.batch_size.record_many(n, sizes, big, small, now)
+        self.compression.record_many(n, ratios, ratio_max, ratio_min, now)
+        self.queue_time.record_many(
+            n, (n * now - created) * 1000, (now - oldest) * 1000, (now - newest) * 1000, now
+        )
+        if mixed:  # more than one topic: each its own
+            for batch in batches:
+                self._topic_sent(batch, now)
+            return
+        t = self._topics.get(topic) or self._topic(topic)
+        t.sends.record_many(n, records, most, fewest, now)
+        t.bytes.record_many(n, sizes, big, small, now)
+        t.compression.record_many(n, ratios, ratio_max, ratio_min, now)
+
+    def _topic_sent(self, batch: ProducerBatch, now: float) -> None:
+        size = len(batch.payload or b"")
         t = self._topics.get(batch.topic) or self._topic(batch.topic)
-        # one clock read for all (the loop's clock is the monotonic one sensors use)
-        self.sends.record(count, now)
-        self.batch_size.record(size, now)
-        self.compression.record(ratio, now)
-        self.queue_time.record((now - batch.created) * 1000, now)
-        t.sends.record(count, now)
+        t.sends.record(batch.record_count, now)
         t.bytes.record(size, now)
-        t.compression.record(ratio, now)
+        t.compression.record(size / (batch.builder.estimated_size or size or 1), now)
 
     def batch_retried(self, batch: ProducerBatch) -> None:
         self.retries.record(batch.record_count)

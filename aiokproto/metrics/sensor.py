@@ -70,6 +70,18 @@ class Sensor:
         if value < self._min:
             self._min = value
 
+    def record_many(self, count: int, total: float, high: float, low: float, now: float) -> None:
+        """Record ``count`` values at once, given their sum, max and min (what reads
+        compute from, so the same as ``count`` calls of ``record``)."""
+        if now - self._start >= self._window:
+            self._roll(now)
+        self._count += count
+        self._sum += total
+        if high > self._max:
+            self._max = high
+        if low < self._min:
+            self._min = low
+
     def _roll(self, now: float) -> None:
         """Close the current sample and start a new one at ``now``."""
         count, total = self._count, self._sum

@@ -324,8 +324,12 @@ class PartitionQueue:
 
     def resolved(self, batch: ProducerBatch) -> None:
         """The batch is done (acknowledged or failed for good)."""
+        unresolved = self.unresolved
+        if unresolved and unresolved[0] is batch:
+            unresolved.popleft()  # the common case: answers come in sequence order
+            return
         try:
-            self.unresolved.remove(batch)
+            unresolved.remove(batch)
         except ValueError:
             pass
 

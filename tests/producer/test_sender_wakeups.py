@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from aiokproto.errors import KafkaTimeoutError
 from aiokproto.producer import Producer
 from aiokproto.producer.sender import Sender
 from tests.producer.helpers import FAST, create_topic
@@ -29,6 +30,11 @@ def _count_drains(p: Producer, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 async def _in_flight(sender: Sender) -> None:
     while sender.requests_in_flight == 0:  # noqa: ASYNC110 (a counter, no event to wait on)
         await asyncio.sleep(0)
+
+
+async def _no_requests(sender: Sender) -> None:
+    while sender.requests_in_flight:  # noqa: ASYNC110 (a counter, no event to wait on)
+        await asyncio.sleep(0.01)
 
 
 async def test_a_request_that_ends_with_nothing_queued_does_not_wake_the_drain_loop(
@@ -90,3 +96,64 @@ async def test_new_lingering_batches_share_the_pass_at_the_end_of_their_linger(
     # the first new batch sets the timer, the others share its pass (the pass itself
     # may find a few not yet ready: one more timer); one pass per batch made 20+
     assert drains[0] <= 6, drains[0]
+
+
+async def test_lingers_ending_while_every_request_slot_is_taken_run_no_drain(
+    kafka: Any, topic_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While every broker has max_in_flight requests out, a drain can send nothing: the
+    loop skips it (a pass per linger end scanned every queued partition for nothing, a
+    fifth of the CPU at 1,000 partitions) and drains when the request ends. A queued
+    batch still expires at its deadline meanwhile."""
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=20)
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        linger_ms=1,
+        max_in_flight_requests_per_connection=1,
+        request_timeout_ms=500,
+        delivery_timeout_ms=600,
+        **FAST,
+    ) as p:
+        warm = [await p.send(topic_name, b"warm", partition=i) for i in range(20)]
+        await asyncio.gather(*warm)
+        sender = p._sender
+        assert sender is not None
+        client = sender._client
+        connection = client.connection
+        held = asyncio.Event()
+
+        async def slow(*args: Any, **kwargs: Any) -> Any:
+            await held.wait()  # the request holds the broker's only slot till then
+            return await connection(*args, **kwargs)
+
+        monkeypatch.setattr(client, "connection", slow)
+        first = await p.send(topic_name, b"first", partition=0)
+        await asyncio.wait_for(_in_flight(sender), 10)
+        drains = _count_drains(p, monkeypatch)
+        futures = []
+        for i in range(20):
+            futures.append(await p.send(topic_name, b"v%d" % i, partition=i))
+            await asyncio.sleep(0.002)  # each batch's linger ends on its own
+        assert drains[0] == 0, drains[0]  # twenty lingers ended: no pass for any
+        held.set()
+        monkeypatch.setattr(client, "connection", connection)
+        got = await asyncio.wait_for(asyncio.gather(first, *futures), 10)
+        assert sorted(m.partition for m in got[1:]) == list(range(20))
+        assert got[1].offset == got[0].offset + 1  # partition 0 in order
+
+        # the slot taken again: a batch queued behind it expires at its deadline,
+        # not when the request ends
+        held.clear()
+        monkeypatch.setattr(client, "connection", slow)
+        await p.send(topic_name, b"blocker", partition=0)  # it holds the slot
+        await asyncio.wait_for(_in_flight(sender), 10)
+        queued = await p.send(topic_name, b"queued", partition=1)
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(KafkaTimeoutError, match="expired"):
+            await asyncio.wait_for(queued, 10)
+        waited = asyncio.get_running_loop().time() - started
+        assert 0.4 < waited < 2.0, waited  # its deadline: 0.6 s after its creation
+        assert sender.requests_in_flight == 1  # the request still holds the slot
+        held.set()
+        monkeypatch.setattr(client, "connection", connection)
+        await asyncio.wait_for(_no_requests(sender), 10)

@@ -97,3 +97,20 @@ def test_totals_and_windows_survive_many_rolls() -> None:
     now = t0 + 9.6
     assert s.avg(now) == pytest.approx((7 + 8 + 9) / 3)
     assert (s.max(now), s.min(now)) == (9.0, 7.0)
+
+
+def test_record_many_reads_as_the_same_values_recorded_one_by_one() -> None:
+    one, many = Sensor(window_s=10, num_samples=2), Sensor(window_s=10, num_samples=2)
+    many._start = one._start
+    t0 = one._start
+    values = [4.0, 1.5, 9.0, 2.0]
+    for v in values:
+        one.record(v, t0 + 1)
+    many.record_many(len(values), sum(values), max(values), min(values), t0 + 1)
+    one.record(3.0, t0 + 12)  # the next window: record_many rolls the sample too
+    many.record_many(1, 3.0, 3.0, 3.0, t0 + 12)
+    for now in (t0 + 2, t0 + 13, t0 + 25):
+        assert one.avg(now) == many.avg(now) and one.max(now) == many.max(now)
+        assert one.min(now) == many.min(now) and one.rate(now) == many.rate(now)
+        assert one.count_rate(now) == many.count_rate(now)
+    assert (one.count_total, one.sum_total) == (many.count_total, many.sum_total)

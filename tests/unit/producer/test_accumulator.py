@@ -16,7 +16,7 @@ from aiokproto.errors import (
     MessageTooLargeError,
     NotLeaderOrFollowerError,
 )
-from aiokproto.producer.accumulator import Accumulator
+from aiokproto.producer.accumulator import PATIENT_DEPTH, Accumulator
 from aiokproto.producer.batch import (
     BatchResult,
     ProducerBatch,
@@ -64,11 +64,16 @@ class Rig:
         pq.identity = self.acc.identity
         pq.confirmed = True
 
-    def drain(self, after: float = 1.0, capacity: int | None = None) -> Any:
+    def drain(
+        self, after: float = 1.0, capacity: int | None = None, out: int | None = None
+    ) -> Any:
         now = self.loop.time() + after
         cap = self.options.max_in_flight if capacity is None else capacity
         return self.acc.drain(
-            now, lambda t, p: self.leaders.get((t, p), 1), lambda node: cap
+            now,
+            lambda t, p: self.leaders.get((t, p), 1),
+            lambda node: cap,
+            None if out is None else lambda node: out,
         )
 
 
@@ -192,6 +197,31 @@ async def test_one_batch_per_partition_per_request_and_capacity_bounds_requests(
     assert all(len(bs) == 1 for _, bs in plan.requests)
     orders = [bs[0].order for _, bs in plan.requests]
     assert orders == sorted(orders)  # oldest first
+
+
+async def test_a_lingered_batch_not_full_waits_while_its_broker_has_requests_out() -> None:
+    """The broker handles one request per connection at a time: a batch that is not
+    full goes while its broker has fewer than PATIENT_DEPTH requests out, else it
+    waits for one to end (it grows meanwhile); full batches go at once, and nothing
+    waits while flushing or with linger_ms=0."""
+    rig = Rig(batch_size=512, enable_idempotence=False, acks=1)
+    rig.send(partition=0)
+    assert rig.drain(out=PATIENT_DEPTH).requests == []  # lingered, not full: waits
+    assert rig.acc.has_queued and not rig.acc.urgent  # the sender may skip drains
+    for _ in range(8):  # partition 1: a full batch and an open one
+        rig.send(partition=1)
+    plan = rig.drain(out=PATIENT_DEPTH)
+    assert [(b.partition, b.closed) for _, bs in plan.requests for b in bs] == [(1, True)]
+    assert len(rig.acc.queues["t"][1].batches) == 1  # the open one waits too
+    got = sorted(b.partition for _, bs in rig.drain(out=PATIENT_DEPTH - 1).requests for b in bs)
+    assert got == [0, 1]  # one request fewer out: everything goes
+    rig.send(partition=0)
+    rig.acc.flushing += 1
+    assert len(rig.drain(out=PATIENT_DEPTH).requests) == 1  # flush(): nothing waits
+    rig.acc.flushing -= 1
+    eager = Rig(linger_ms=0, enable_idempotence=False, acks=1)
+    eager.send()
+    assert len(eager.drain(out=4).requests) == 1  # linger_ms=0: nothing waits
 
 
 async def test_max_request_size_splits_a_round() -> None:
