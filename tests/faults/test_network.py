@@ -262,8 +262,11 @@ def make_admin(bootstrap: str, **options: Any) -> Admin:
 
 
 async def produce_direct(bootstrap: str, ledger: Ledger, count: int) -> None:
-    """Records written with no proxy in the way (the consumer tests read them)."""
-    async with guarded(make_producer(bootstrap)) as p:
+    """Records written with no proxy in the way (the consumer tests read them), in
+    16 KB batches: the tests cap each fetch answer with max_partition_fetch_bytes, which
+    cannot cut a batch (the first one always comes whole), so with the default 1 MB
+    batches an answer would be one big batch and the faults would meet few answers."""
+    async with guarded(make_producer(bootstrap, batch_size=16_384)) as p:
         await ledger.send_many(p, count)
         await ledger.settle(30, "direct produce")
     assert not ledger.failed, ledger.error_types()
