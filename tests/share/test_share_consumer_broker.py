@@ -18,7 +18,10 @@ from tests.share.conftest import configure_share_group
 
 
 async def fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
-    async with Producer(bootstrap_servers=bootstrap, linger_ms=5) as p:
+    # 16 KB batches (Java's default): a share fetch acquires whole batches, so with the
+    # producer's 1 MB default a partition's 5,000-record batches went to whichever member
+    # fetched first, and these tests would not see records spread over their members
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=5, batch_size=16_384) as p:
         for part in range(partitions):
             for start in range(0, per_partition, 5000):
                 end = min(per_partition, start + 5000)

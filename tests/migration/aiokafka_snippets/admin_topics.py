@@ -1,5 +1,7 @@
 """aiokafka's admin client: create, list and delete topics; grow partitions."""
 
+import asyncio
+
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
 
@@ -18,7 +20,13 @@ async def main(bootstrap_servers: str, topic: str) -> None:
                 )
             ]
         )
-        assert name in await admin.list_topics()
+        # the answering broker may apply the controller's record a moment later
+        for _ in range(50):
+            if name in await admin.list_topics():
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{name} was created but is not listed")
         await admin.create_partitions({name: NewPartitions(total_count=3)})
         await admin.delete_topics([name])
     finally:
