@@ -167,14 +167,29 @@ def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[i
     """``{partition: (log start offset, high watermark)}`` read from each leader."""
     consumer = _reader(bootstrap)
     try:
-        return {
-            p: tuple(consumer.get_watermark_offsets(  # type: ignore[misc]
-                confluent_kafka.TopicPartition(topic, p), timeout=10, cached=False
-            ))
-            for p in range(partitions)
-        }
+        return {p: _watermark(consumer, topic, p) for p in range(partitions)}
     finally:
         consumer.close()
+
+
+def _watermark(consumer: Any, topic: str, partition: int) -> tuple[int, int]:
+    # a leader elected a moment ago answers OFFSET_NOT_AVAILABLE (its high watermark is
+    # not caught up yet) and other retriable errors: asked again, for up to 60 s
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                confluent_kafka.TopicPartition(topic, partition), timeout=10, cached=False
+            )
+            return low, high
+        except confluent_kafka.KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            retriable = error is not None and (
+                error.retriable() or error.code() == confluent_kafka.KafkaError.OFFSET_NOT_AVAILABLE
+            )
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def commit_zero(bootstrap: str, group: str, topic: str, partitions: int) -> None:
