@@ -377,7 +377,16 @@ class SchemaRegistryClient:
     async def _register(self, subject: str, schema: Schema, normalize: bool) -> int:
         query = "?normalize=true" if normalize else ""
         path = f"/subjects/{_q(subject)}/versions{query}"
-        schema_id = await self._call("POST", path, _schema_id, schema.to_json())
+        try:
+            schema_id = await self._call("POST", path, _schema_id, schema.to_json())
+        except IncompatibleSchemaError as refused:
+            # Two writers registering one new subject at once (Spark tasks, service
+            # replicas): Apicurio answers the loser 409 "already exists". If the
+            # schema is there now, that is its id; if not, it really is incompatible.
+            try:
+                return (await self._lookup(subject, schema, normalize)).schema_id
+            except UnknownSchemaError:
+                raise refused from None
         self._ids[(subject, schema, normalize)] = schema_id
         self._by_id.setdefault(schema_id, schema)
         return schema_id

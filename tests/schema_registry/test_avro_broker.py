@@ -201,3 +201,27 @@ async def test_full_compatibility_takes_only_fields_with_defaults(
             await sr.register_schema(subject, Schema(ORDER_NO_DEFAULT))
         assert await sr.register_schema(subject, Schema(ORDER_V1)) > 0
         assert await sr.get_versions(subject) == [1, 2]
+
+
+async def test_writers_racing_to_register_a_new_subject_all_get_its_id(
+    schema_registry: Any, topic_name: str
+) -> None:
+    # Spark tasks and service replicas each have their own client: the first
+    # records of a new topic register its subject from many clients at once.
+    # Apicurio answers the losers 409 "already exists"; they must get the id.
+    subject = f"{topic_name}-value"
+    clients = [SchemaRegistryClient(registry_conf(schema_registry.url)) for _ in range(8)]
+    try:
+        for round_ in range(5):
+            name = f"{subject}-{round_}"
+            schema = Schema(ORDER_V1)
+            ids = await asyncio.gather(*[c.register_schema(name, schema) for c in clients])
+            assert len(set(ids)) == 1, ids
+            assert (await clients[0].lookup_schema(name, Schema(ORDER_V1))).schema_id == ids[0]
+        # a schema that really is incompatible is still refused, typed
+        await clients[0].set_compatibility(f"{subject}-0", "BACKWARD")
+        with pytest.raises(IncompatibleSchemaError):
+            await clients[1].register_schema(f"{subject}-0", Schema(ORDER_NO_DEFAULT))
+    finally:
+        for c in clients:
+            await c.close()

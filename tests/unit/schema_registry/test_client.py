@@ -452,3 +452,25 @@ async def test_a_cancelled_caller_is_cancelled_not_closed() -> None:
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
+
+
+@pytest.mark.parametrize("there", [True, False])
+async def test_a_409_on_register_is_looked_up_before_it_is_raised(there: bool) -> None:
+    seen: list[str] = []
+
+    def handler(request: Any) -> Any:
+        seen.append(f"{request.method} {request.url.path}")
+        if request.url.path.endswith("/versions"):  # another writer created it first
+            return answer(409, {"error_code": 409, "message": "already exists"})
+        if there:
+            return answer(200, {"id": 4, "version": 1, "subject": "t-value", "schema": '"string"'})
+        return answer(404, {"error_code": 40403, "message": "Schema not found"})
+
+    async with client(handler) as sr:
+        if there:
+            assert await sr.register_schema("t-value", Schema('"string"')) == 4
+            assert await sr.register_schema("t-value", Schema('"string"')) == 4  # cached
+        else:
+            with pytest.raises(IncompatibleSchemaError, match="already exists"):
+                await sr.register_schema("t-value", Schema('"string"'))
+    assert seen == ["POST /subjects/t-value/versions", "POST /subjects/t-value"]
