@@ -58,13 +58,19 @@ async def test_a_batch_queued_behind_the_in_flight_limit_goes_when_the_request_e
         await (await p.send(topic_name, b"warm-up"))
         sender = p._sender
         assert sender is not None
+        [conn] = [c for c in p._client._conns.values() if c.purpose == "produce"]
         for i in range(20):
+            # the answer is read from the socket in the step it arrives (send_now): it
+            # is held back until the second batch has queued
+            conn._transport.pause_reading()
             first = await p.send(topic_name, b"a%d" % i)
             await asyncio.wait_for(_in_flight(sender), 10)  # the first request is out
             # the one slot is taken: this batch waits in the accumulator, and only the
             # end of the first request can send it (no new batch wakes the loop)
             second = await p.send(topic_name, b"b%d" % i)
+            await asyncio.sleep(0.01)
             assert sender.requests_in_flight == 1 and p._acc.has_queued
+            conn._transport.resume_reading()
             got = await asyncio.wait_for(asyncio.gather(first, second), 10)
             assert [m.offset for m in got] == [2 * i + 1, 2 * i + 2]
 
