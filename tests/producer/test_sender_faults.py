@@ -161,8 +161,8 @@ async def test_not_leader_with_kip951_hint_is_retried_at_once() -> None:
 
     async with FakeCluster(script) as fake:
         async with Producer(
-            bootstrap_servers=fake.bootstrap,
-            **{**FAST, "retry_backoff_ms": 3000, "retry_backoff_max_ms": 3000},
+            bootstrap_servers=fake.bootstrap, **{**FAST, "retry_backoff_ms": 3000,
+                                                 "retry_backoff_max_ms": 3000}
         ) as p:
             began = time.monotonic()
             meta = await p.send_and_wait(TOPIC, b"v")
