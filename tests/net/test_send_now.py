@@ -206,3 +206,18 @@ async def test_a_request_without_an_answer_takes_no_slot() -> None:
             assert conn.in_flight == 0 and slots_free(conn) == free
             await fake.wait_received(lambda r: len(r) == 2)
             assert conn.connected
+
+
+async def test_a_due_throttle_or_reauthentication_leaves_the_write_to_send() -> None:
+    """send() waits out a broker's throttle and runs a due KIP-368 re-authentication
+    inside its gate, before writing: send_now never writes past either."""
+    async with FakeBroker() as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+            now = asyncio.get_running_loop().time()
+            conn._throttled_until = now + 0.05
+            assert not conn.ready_now()
+            conn._throttled_until = 0.0
+            conn._reauth_at = now
+            assert not conn.ready_now()
+            conn._reauth_at = now + 60
+            assert conn.ready_now()
