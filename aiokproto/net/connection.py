@@ -143,7 +143,13 @@ class _Callback:
         self._slots.release()
         try:
             self._on_answer(result, error)
-        except Exception:  # the caller's bug must not kill the connection's read path
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException:
+            # the caller's bug (CancelledError too: a BaseException) must not escape
+            # into the read path, which would kill the connection and every request
+            # on it, nor into _kill, which would leave the other callbacks untold;
+            # asyncio's own callbacks are run the same way
             log.exception("a request's answer callback failed")
 
 

@@ -149,6 +149,44 @@ async def test_a_failing_callback_leaves_the_connection_working() -> None:
             assert conn.connected and conn.ready_now()
 
 
+async def test_a_callback_raising_cancelled_error_leaves_the_connection_working() -> None:
+    # CancelledError is a BaseException: escaping the read path it made the transport
+    # fail, killing the connection and every other request in flight on it
+    async with FakeBroker() as fake:
+        async with BrokerConnection(fake.host, fake.port, FAST) as conn:
+
+            def cancelled(response: Any, error: KafkaError | None) -> None:
+                raise asyncio.CancelledError
+
+            answers = Answers()
+            version = conn.version_for(MetadataRequest)
+            conn.send_now(MetadataRequest(topics=[]), version, cancelled)
+            conn.send_now(MetadataRequest(topics=[]), version, answers)
+            await answers.wait()
+            assert answers.calls[0][1] is None
+            assert conn.connected and conn.ready_now()
+
+
+async def test_a_callback_raising_cancelled_error_on_close_releases_the_others() -> None:
+    async with FakeBroker(metadata_only(Reply("silent"))) as fake:
+        conn = BrokerConnection(fake.host, fake.port, FAST)
+        await conn.open()
+        free = slots_free(conn)
+        dropped: list[Any] = []
+        conn.add_close_listener(lambda c, e: dropped.append(e))
+
+        def cancelled(response: Any, error: KafkaError | None) -> None:
+            raise asyncio.CancelledError
+
+        answers = Answers()
+        version = conn.version_for(MetadataRequest)
+        conn.send_now(MetadataRequest(topics=[]), version, cancelled)
+        conn.send_now(MetadataRequest(topics=[]), version, answers)
+        conn.close()
+        assert [type(e) for _, e in answers.calls] == [KafkaConnectionError]
+        assert slots_free(conn) == free and len(dropped) == 1
+
+
 async def test_a_socket_that_does_not_drain_is_never_written_to_now() -> None:
     """A peer that answers the handshake, then stops reading: once the socket's
     buffers are full, send_now refuses (nothing half-written) and send() waits."""
