@@ -153,6 +153,9 @@ class Sender:
         self._expiry = _InFlightExpiry(self._loop, options.delivery_timeout_ms)
         self._waiter: asyncio.Future[None] | None = None
         self._wake_at: float | None = None  # loop time of the pass the waiter is set for
+        # woken during a pass (a request written by send_now ended in it: acks=0, or a
+        # failed write): the loop runs another pass instead of waiting
+        self._again = False
         self._bump_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._seen: ClusterSnapshot | None = None  # the snapshot the drain loop last saw
@@ -182,7 +185,9 @@ class Sender:
 
     def wake(self) -> None:
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
+        if waiter is None:
+            self._again = True
+        elif not waiter.done():
             waiter.set_result(None)
 
     def wake_by(self, when: float) -> None:
@@ -235,6 +240,9 @@ class Sender:
             if plan.leaderless:
                 meta.request_refresh(plan.leaderless)
                 plan.wake_at(now + retry_backoff)
+            if self._again:
+                self._again = False
+                continue
             waiter = self._waiter = loop.create_future()
             self._wake_at = plan.next_wake
             timer = None if plan.next_wake is None else loop.call_at(plan.next_wake, self.wake)
