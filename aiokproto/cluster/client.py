@@ -292,6 +292,13 @@ class ClusterClient:
                 del self._conns[key]
                 conn.close()
 
+    def open_connection(
+        self, node_id: int, purpose: Purpose = "default"
+    ) -> BrokerConnection | None:
+        """The connection ``connection()`` would return without suspending, or None."""
+        conn = self._conns.get((node_id, purpose))
+        return conn if conn is not None and conn.connected else None
+
     async def connection(self, node_id: int, purpose: Purpose = "default") -> BrokerConnection:
         """An open connection to ``node_id`` for ``purpose`` (opened if needed)."""
         key = (node_id, purpose)

@@ -41,6 +41,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aiokproto.cluster.broker_tasks import BrokerTasks, Wakeup, wait_event
@@ -115,6 +116,7 @@ class Fetcher:
         self._task: asyncio.Task[None] | None = None
         self._wake = Wakeup()
         self._data = Wakeup()
+        self._wake_held = False  # see _handle_response
         self._node_tasks = BrokerTasks(
             "aiokproto-fetch", failed=self._broker_failed, release=self._data.set, logger=log
         )
@@ -634,11 +636,28 @@ class Fetcher:
                 plan = session.plan(wanted, sessions=version >= 7)
                 request = self._build_request(plan, max_bytes)
                 sent_at = time.monotonic()
-                response: Any = await conn.send(
-                    request,
-                    version,
-                    timeout_ms=self.client.config.request_timeout_ms + config.fetch_max_wait_ms,
-                )
+                timeout_ms = self.client.config.request_timeout_ms + config.fetch_max_wait_ms
+                if conn.ready_now():
+                    # answered from the read path: the records are buffered, and a
+                    # waiting reader woken, in the step the answer is read; this loop
+                    # goes on after the reader (no loop pass of its own first)
+                    answered: asyncio.Future[tuple[bool, bool]] = (
+                        asyncio.get_running_loop().create_future()
+                    )
+                    conn.send_now(
+                        request,
+                        version,
+                        partial(
+                            self._answered, answered, (node, session, plan, version, mine, sent_at)
+                        ),
+                        timeout_ms=timeout_ms,
+                    )
+                    hand_first, back_off = await answered
+                else:
+                    response: Any = await conn.send(request, version, timeout_ms=timeout_ms)
+                    hand_first, back_off = self._answer(
+                        node, session, plan, version, mine, sent_at, response
+                    )
             except (KafkaError, OSError) as exc:
                 session.on_failure()
                 self._fetch_failed(node, wanted, exc)
@@ -650,27 +669,74 @@ class Fetcher:
                             await self.client.metadata.refresh()
                     self.wake()
                 return False
-            session.on_response(plan, response.error_code, response.session_id)
-            if response.error_code:
-                error = for_code(response.error_code)(f"Fetch from node {node}")
-                if plan.epoch > 0 and response.error_code in (70, 71):
-                    log.debug("fetch session with node %d reset: %s", node, error)
-                    return False
-                self._trouble(node)(f"fetch from node {node} failed: {error}", kind="answer")
-                if not error.retriable and not error.invalid_metadata:
-                    self._errors.append(error)
-                    self._data.set()
+            if back_off:
                 await asyncio.sleep(self.client.config.retry_backoff_ms / 1000)
-                return False
-            self._trouble(node).recovered()
-            nbytes, hand_first = self._handle_response(node, plan, response, version, mine)
-            if self.metrics is not None:
-                self.metrics.fetched(time.monotonic() - sent_at, nbytes, response.throttle_time_ms)
             return hand_first
         finally:
             for tp, state in mine.items():
                 if self._in_flight.get(tp) is state:
                     del self._in_flight[tp]
+
+    def _answered(
+        self,
+        answered: asyncio.Future[tuple[bool, bool]],
+        args: tuple[int, FetchSession, FetchPlan, int, dict[TopicPartition, PartitionState], float],
+        response: Any,
+        error: KafkaError | None,
+    ) -> None:
+        """A fetch's answer, from the connection's read path (``_answer``); dropped, as
+        ``send()``'s would be, when the loop that sent it was cancelled meanwhile."""
+        if answered.done():
+            return
+        if error is not None:
+            answered.set_exception(error)
+            return
+        try:
+            hand_first, back_off = self._answer(*args, response, hold_wake=True)
+        except Exception as exc:  # a bug: raised in the loop, as from send()'s path
+            self._wake_held = False
+            answered.set_exception(exc)
+            return
+        wake, self._wake_held = self._wake_held, False
+        # Both resume in the next pass, in the order woken here: a caught-up reader
+        # first (this loop's next fetch would only wait at the broker), else this
+        # loop first (its next fetch is prepared at the broker while the reader works).
+        if wake and hand_first:
+            self._data.set()
+        answered.set_result((False, back_off))
+        if wake and not hand_first:
+            self._data.set()
+
+    def _answer(
+        self,
+        node: int,
+        session: FetchSession,
+        plan: FetchPlan,
+        version: int,
+        mine: dict[TopicPartition, PartitionState],
+        sent_at: float,
+        response: Any,
+        hold_wake: bool = False,
+    ) -> tuple[bool, bool]:
+        """Apply a fetch's answer: whether a waiting reader should have the records
+        before the next fetch is built, and whether to back off first. ``hold_wake``:
+        see ``_handle_response``."""
+        session.on_response(plan, response.error_code, response.session_id)
+        if response.error_code:
+            error = for_code(response.error_code)(f"Fetch from node {node}")
+            if plan.epoch > 0 and response.error_code in (70, 71):
+                log.debug("fetch session with node %d reset: %s", node, error)
+                return False, False
+            self._trouble(node)(f"fetch from node {node} failed: {error}", kind="answer")
+            if not error.retriable and not error.invalid_metadata:
+                self._errors.append(error)
+                self._data.set()
+            return False, True
+        self._trouble(node).recovered()
+        nbytes, hand_first = self._handle_response(node, plan, response, version, mine, hold_wake)
+        if self.metrics is not None:
+            self.metrics.fetched(time.monotonic() - sent_at, nbytes, response.throttle_time_ms)
+        return hand_first, False
 
     def _trouble(self, node: int) -> RepeatingWarning:
         """The node's repeating-warning log: one line per outage, not one per retry."""
@@ -754,12 +820,15 @@ class Fetcher:
         response: Any,
         version: int,
         mine: dict[TopicPartition, PartitionState],
+        hold_wake: bool = False,
     ) -> tuple[int, bool]:
-        """Buffer what the answer carried. Returns the record bytes it carried, and
-        whether a reader is waiting for these records while every partition that carried
-        some has nothing more at the broker (caught up: a latency-bound reader, whose
-        next fetch would only wait at the broker). A lagging consumer keeps fetching
-        first, so its next answer is prepared while the reader works."""
+        """Buffer what the answer carried (``hold_wake``: the readers are not woken for
+        the new records but ``_wake_held`` is set, for the caller to wake them). Returns
+        the record bytes it carried, and whether a reader is waiting for these records
+        while every partition that carried some has nothing more at the broker (caught
+        up: a latency-bound reader, whose next fetch would only wait at the broker). A
+        lagging consumer keeps fetching first, so its next answer is prepared while the
+        reader works."""
         config = self.config
         metrics = self.metrics
         total = 0
@@ -887,7 +956,10 @@ class Fetcher:
             hand_first = (
                 caught_up and self._data.awaited() and self._rest_caught_up(plan, mine, carried)
             )
-            self._data.set()
+            if hold_wake:
+                self._wake_held = True
+            else:
+                self._data.set()
         return total, hand_first
 
     def _rest_caught_up(

@@ -10,6 +10,11 @@ undecodable frame, a request timeout, the socket closing) kills the whole connec
 and fails every request in flight on it with a retriable ``KafkaConnectionError``: the
 caller's layer decides whether to retry. A connection owns no task: the event loop's
 protocol callbacks and one watchdog timer drive it.
+
+``send_now()`` is the same write without a coroutine, for a caller whose request need
+not wait (``ready_now()``): it writes in the caller's step and calls the caller back
+from the read path with the answer, so a request costs no task and no loop pass of its
+own (the producer sends each Produce request this way).
 """
 
 from __future__ import annotations
@@ -88,6 +93,66 @@ def api_name(api_key: int) -> str:
     return API_NAMES.get(api_key, f"API {api_key}")
 
 
+AnswerCallback = Callable[[Any, "KafkaError | None"], None]
+
+
+class _Slots(asyncio.Semaphore):
+    """The in-flight slots; ``try_acquire()`` takes one without a coroutine."""
+
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody waits for one (as ``acquire()`` would
+        without suspending)."""
+        if self.locked():
+            return False
+        self._value -= 1  # asyncio.Semaphore's count (3.11-3.14): acquire() does this
+        return True
+
+
+class _Callback:
+    """Stands for a request's future in ``_Pending`` for ``send_now()``: the answer (or
+    the error) goes to ``on_answer`` at once, from the read path or from ``_kill``, and
+    frees the request's slot first; the first outcome is the only one."""
+
+    __slots__ = ("_done", "_on_answer", "_slots")
+
+    def __init__(self, on_answer: AnswerCallback, slots: asyncio.Semaphore) -> None:
+        self._on_answer = on_answer
+        self._slots = slots
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, result: Any) -> None:
+        self._settle(result, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        assert isinstance(error, KafkaError)
+        self._settle(None, error)
+
+    def drop(self) -> None:
+        """Free the slot without an answer (the write itself failed)."""
+        if not self._done:
+            self._done = True
+            self._slots.release()
+
+    def _settle(self, result: Any, error: KafkaError | None) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._slots.release()
+        try:
+            self._on_answer(result, error)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException:
+            # the caller's bug (CancelledError too: a BaseException) must not escape
+            # into the read path, which would kill the connection and every request
+            # on it, nor into _kill, which would leave the other callbacks untold;
+            # asyncio's own callbacks are run the same way
+            log.exception("a request's answer callback failed")
+
+
 class _Pending:
     __slots__ = (
         "api_key",
@@ -102,7 +167,7 @@ class _Pending:
 
     def __init__(
         self,
-        future: asyncio.Future[Any],
+        future: asyncio.Future[Any] | _Callback,
         response_cls: type[Response],
         api_key: int,
         version: int,
@@ -206,8 +271,11 @@ class BrokerConnection:
         self._transport: asyncio.Transport | None = None
         self._error: KafkaError | None = None
         self._in_flight: dict[int, _Pending] = {}
-        self._slots = asyncio.Semaphore(config.max_in_flight_requests_per_connection)
+        self._slots = _Slots(config.max_in_flight_requests_per_connection)
         self._gate = asyncio.Lock()  # FIFO: requests are written in call order
+        # send() calls that have not written yet (holding the gate or waiting for it,
+        # for a slot, a throttle or the socket): send_now() may not overtake them
+        self._writers = 0
         self._writable = asyncio.Event()
         self._writable.set()
         self._next_id = 0
@@ -506,22 +574,74 @@ class BrokerConnection:
         # One gate, FIFO: whatever may suspend before the write happens inside it, so
         # a throttle, a full socket or a re-authentication can never let a later
         # request overtake an earlier one (the producer's partition order depends on it).
-        if gate.locked():
-            await self._wait_until(deadline, request, gate.acquire)
-        else:
-            await gate.acquire()  # free: returns without suspending
+        self._writers += 1
         try:
-            if self._reauth_at is not None and loop.time() >= self._reauth_at:
-                await self._reauthenticate()
-            future = await self._queue_write(request, version, expect_response, deadline, timeout)
+            if gate.locked():
+                await self._wait_until(deadline, request, gate.acquire)
+            else:
+                await gate.acquire()  # free: returns without suspending
+            try:
+                if self._reauth_at is not None and loop.time() >= self._reauth_at:
+                    await self._reauthenticate()
+                future = await self._queue_write(
+                    request, version, expect_response, deadline, timeout
+                )
+            finally:
+                gate.release()
         finally:
-            gate.release()
+            self._writers -= 1
         if future is None:
             return None
         try:
             return await future
         finally:
             self._slots.release()
+
+    def ready_now(self, expect_response: bool = True) -> bool:
+        """Whether ``send_now()`` may write at once: the connection is open, no
+        ``send()`` is waiting to write, a slot is free, the socket drains, no throttle
+        or re-authentication is due (``send()`` would not suspend either)."""
+        if self._error is not None or self._transport is None or self._writers:
+            return False
+        if expect_response and self._slots.locked():
+            return False
+        if not self._writable.is_set():
+            return False
+        now = asyncio.get_running_loop().time()
+        if self._throttled_until > now:
+            return False
+        return self._reauth_at is None or now < self._reauth_at
+
+    def send_now(
+        self,
+        request: Request,
+        version: int,
+        on_answer: AnswerCallback | None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Write ``request`` now, in the caller's step, when ``ready_now()`` says so
+        (``RuntimeError`` otherwise: nothing is written). ``on_answer(response, None)``
+        or ``on_answer(None, error)`` is then called once, synchronously, when the
+        answer is read, the caller's timeout (``timeout_ms``, as for ``send()``) runs
+        out or the connection dies; None: no answer is expected (acks=0 produce).
+        Nothing suspends, so the frame is written whole or not at all."""
+        expect_response = on_answer is not None
+        if not self.ready_now(expect_response):
+            raise RuntimeError(f"{self} cannot write now: use send()")
+        timeout = (timeout_ms or self.config.request_timeout_ms) / 1000
+        deadline = asyncio.get_running_loop().time() + timeout
+        callback = None
+        if on_answer is not None:
+            self._slots.try_acquire()  # free (ready_now)
+            callback = _Callback(on_answer, self._slots)
+        response_cls = type(request).RESPONSE if expect_response else None
+        try:
+            self._write(request, version, response_cls, deadline, timeout, callback)
+        except BaseException:
+            if callback is not None:
+                callback.drop()  # the caller has the error: no answer follows
+            raise
 
     async def _roundtrip(self, request: Request, version: int | None = None) -> Any:
         """Write and await one request without the gate (the caller holds it, or no one
@@ -605,7 +725,10 @@ class BrokerConnection:
         response_cls: type[Response] | None,
         deadline: float,
         timeout: float,
+        callback: _Callback | None = None,
     ) -> asyncio.Future[Any] | None:
+        """Encode and write; the answer goes to the future returned (None when no answer
+        is expected, or when ``callback`` takes it)."""
         transport = self._transport
         if self._error is not None or transport is None:
             raise KafkaConnectionError(f"{self} is not open") from self._error
@@ -617,7 +740,11 @@ class BrokerConnection:
         now = self._last_used = loop.time()
         future: asyncio.Future[Any] | None = None
         if response_cls is not None:
-            future = loop.create_future()
+            waiter: asyncio.Future[Any] | _Callback
+            if callback is None:
+                waiter = future = loop.create_future()
+            else:
+                waiter = callback
             # The caller's own deadline may be near when its request is finally written
             # (it queued): it is told at its deadline, but the connection is declared
             # dead only when the broker has had a whole request timeout to answer.
@@ -629,7 +756,7 @@ class BrokerConnection:
             else:
                 tell_at, waited = None, kill_at - now
             pending = _Pending(
-                future, response_cls, api_key, version, now, tell_at, kill_at, waited
+                waiter, response_cls, api_key, version, now, tell_at, kill_at, waited
             )
             self._in_flight[corr] = pending
             self._watchdog.arm_by(pending.due())

@@ -4,9 +4,11 @@
 A batch refused as too large is split (``Accumulator.split``, KIP-126); the epoch bump
 is taken locally where brokers allow it (KIP-360, ``Sender._bump_locally``).
 
-Each request runs as a task the sender owns (at most
-``max_in_flight_requests_per_connection`` per broker, on the broker's "produce"
-connection); its outcome is applied to the batches synchronously when the answer
+Each request goes out on the broker's "produce" connection (at most
+``max_in_flight_requests_per_connection`` per broker): written in the drain loop's own
+step when the connection is open and nothing makes it wait (``BrokerConnection.send_now``,
+its answer applied from the connection's read path), else as a task the sender owns;
+either way the outcome is applied to the batches synchronously when the answer
 arrives. ``decide()`` is the pure rule for one partition's answer.
 """
 
@@ -39,6 +41,7 @@ from aiokproto.errors import (
     for_code,
 )
 from aiokproto.logs import RepeatingWarning
+from aiokproto.net.connection import BrokerConnection
 from aiokproto.producer.accumulator import PATIENT_DEPTH, Accumulator
 from aiokproto.producer.batch import (
     NO_IDENTITY,
@@ -147,6 +150,7 @@ class Sender:
         self._loop = asyncio.get_running_loop()
         self._node_in_flight: dict[int, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._answers: set[_Answer] = set()  # requests written by send_now, unanswered
         self._expiry = _InFlightExpiry(self._loop, options.delivery_timeout_ms)
         self._waiter: asyncio.Future[None] | None = None
         self._wake_at: float | None = None  # loop time of the pass the waiter is set for
@@ -154,6 +158,9 @@ class Sender:
         # (only a request's end, a wake() or the first queued deadline can change that)
         self._busy = False
         self._leaderless = False  # the last drain found partitions with no known leader
+        # woken during a pass (a request written by send_now ended in it: acks=0, or a
+        # failed write): the loop runs another pass instead of waiting
+        self._again = False
         self._bump_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._seen: ClusterSnapshot | None = None  # the snapshot the drain loop last saw
@@ -177,12 +184,15 @@ class Sender:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._answers.clear()  # as a cancelled task: a late answer changes nothing
         self._expiry.close()
         self._task = self._bump_task = None
 
     def wake(self) -> None:
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
+        if waiter is None:
+            self._again = True
+        elif not waiter.done():
             waiter.set_result(None)
 
     def wake_by(self, when: float) -> None:
@@ -196,7 +206,7 @@ class Sender:
 
     @property
     def requests_in_flight(self) -> int:
-        return len(self._tasks)
+        return len(self._tasks) + len(self._answers)
 
     # -- the drain loop -----------------------------------------------------------
 
@@ -249,7 +259,10 @@ class Sender:
             await self._wait(plan.next_wake, False)
 
     async def _wait(self, when: float | None, busy: bool) -> None:
-        """Until ``wake()``, or loop time ``when``."""
+        """Until ``wake()``, or loop time ``when``; at once when woken during the pass."""
+        if self._again:
+            self._again = False
+            return
         loop = self._loop
         waiter = self._waiter = loop.create_future()
         self._wake_at = when
@@ -288,6 +301,12 @@ class Sender:
 
     def _dispatch(self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot) -> None:
         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+        conn = self._client.open_connection(node, "produce")
+        if conn is not None and conn.ready_now(self._opts.acks != 0):
+            # written in this step: no task and no loop pass of its own (at linger 0,
+            # one request per record, that was a loop pass and a task per record)
+            self._produce_now(conn, node, batches, snapshot)
+            return
         task = self._loop.create_task(self._produce(node, batches, snapshot))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -297,54 +316,123 @@ class Sender:
     async def _produce(
         self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot
     ) -> None:
-        acc = self._acc
         watched = self._expiry.watch(batches)
         try:
             try:
                 conn = await self._client.connection(node, "produce")
-                if acc.idempotent:
-                    if not self._kip360:
-                        init = conn.api_versions.get(InitProducerIdRequest.API_KEY)
-                        self._kip360 = init is not None and init[1] >= _FIRST_KIP360_INIT_VERSION
-                    batches = self._in_order_on(conn, batches)
-                    if not batches:
-                        return
-                version = conn.version_for(ProduceRequest, _MIN_PRODUCE_VERSION)
-                if acc.transactional and not self.txn_v2:
-                    # v12+ tells the broker the partitions are added implicitly (v2)
-                    version = min(version, _LAST_TXN_V1_PRODUCE_VERSION)
-                request, names, ids_known = self._request(batches, snapshot)
-                metrics = acc.metrics
-                if metrics is not None:
-                    metrics.request_sent(sum(b.record_count for b in batches))
-                if version >= _FIRST_TOPIC_ID_VERSION and not ids_known:
-                    version = _FIRST_TOPIC_ID_VERSION - 1  # name the topics instead
+                prepared = self._prepare(conn, batches, snapshot)
+                if prepared is None:
+                    return
+                request, version, batches, names = prepared
                 if self._opts.acks == 0:
                     await conn.send(request, version, expect_response=False)
-                    for batch in batches:
-                        acc.complete(batch, _NO_ANSWER)
+                    self._unanswered(batches)
                     return
                 response = await conn.send(
                     request, version, timeout_ms=self._config.request_timeout_ms + 1000
                 )
-                if metrics is not None:
-                    metrics.throttled(response.throttle_time_ms)
             except KafkaError as exc:
                 self._request_failed(batches, exc)
                 return
-            self._apply(response, batches, names)
+            self._answered(batches, names, response)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a codec or logic bug: the batches fail, visibly
-            log.exception("producing to node %s failed unexpectedly", node)
-            error = KafkaError(f"producing to node {node} failed unexpectedly: {exc!r}")
-            error.__cause__ = exc
-            for batch in batches:
-                acc.fail(batch, error)
+            self._unexpected(node, batches, exc)
         finally:
-            self._expiry.done(watched)
-            self._node_in_flight[node] -= 1
-            self._wake_if_useful()
+            self._request_over(node, watched)
+
+    def _produce_now(
+        self,
+        conn: BrokerConnection,
+        node: int,
+        batches: list[ProducerBatch],
+        snapshot: ClusterSnapshot,
+    ) -> None:
+        """``_produce`` without a task, on a connection that is ``ready_now()``: the
+        request is written here and its answer handled by an ``_Answer``."""
+        watched = self._expiry.watch(batches)
+        answer: _Answer | None = None
+        try:
+            try:
+                prepared = self._prepare(conn, batches, snapshot)
+                if prepared is None:
+                    return
+                request, version, batches, names = prepared
+                if self._opts.acks == 0:
+                    conn.send_now(request, version, None)
+                    self._unanswered(batches)
+                    return
+                answer = _Answer(self, node, batches, names, watched)
+                self._answers.add(answer)
+                conn.send_now(
+                    request,
+                    version,
+                    answer.on_answer,
+                    timeout_ms=self._config.request_timeout_ms + 1000,
+                )
+            except KafkaError as exc:
+                if answer is not None:
+                    self._answers.discard(answer)
+                    answer = None
+                self._request_failed(batches, exc)
+        except Exception as exc:  # a codec or logic bug: the batches fail, visibly
+            if answer is not None:
+                self._answers.discard(answer)
+                answer = None
+            self._unexpected(node, batches, exc)
+        finally:
+            if answer is None:  # over already; else when the answer comes
+                self._request_over(node, watched)
+
+    def _prepare(
+        self, conn: BrokerConnection, batches: list[ProducerBatch], snapshot: ClusterSnapshot
+    ) -> tuple[ProduceRequest, int, list[ProducerBatch], dict[uuid.UUID, str]] | None:
+        """The request for the batches that may go on ``conn`` now, its version, those
+        batches and the topic names by id; None when every batch was held back."""
+        acc = self._acc
+        if acc.idempotent:
+            if not self._kip360:
+                init = conn.api_versions.get(InitProducerIdRequest.API_KEY)
+                self._kip360 = init is not None and init[1] >= _FIRST_KIP360_INIT_VERSION
+            batches = self._in_order_on(conn, batches)
+            if not batches:
+                return None
+        version = conn.version_for(ProduceRequest, _MIN_PRODUCE_VERSION)
+        if acc.transactional and not self.txn_v2:
+            # v12+ tells the broker the partitions are added implicitly (v2)
+            version = min(version, _LAST_TXN_V1_PRODUCE_VERSION)
+        request, names, ids_known = self._request(batches, snapshot)
+        metrics = acc.metrics
+        if metrics is not None:
+            metrics.request_sent(sum(b.record_count for b in batches))
+        if version >= _FIRST_TOPIC_ID_VERSION and not ids_known:
+            version = _FIRST_TOPIC_ID_VERSION - 1  # name the topics instead
+        return request, version, batches, names
+
+    def _unanswered(self, batches: list[ProducerBatch]) -> None:
+        for batch in batches:
+            self._acc.complete(batch, _NO_ANSWER)  # acks=0
+
+    def _answered(
+        self, batches: list[ProducerBatch], names: dict[uuid.UUID, str], response: Any
+    ) -> None:
+        metrics = self._acc.metrics
+        if metrics is not None:
+            metrics.throttled(response.throttle_time_ms)
+        self._apply(response, batches, names)
+
+    def _unexpected(self, node: int, batches: list[ProducerBatch], exc: Exception) -> None:
+        log.exception("producing to node %s failed unexpectedly", node)
+        error = KafkaError(f"producing to node {node} failed unexpectedly: {exc!r}")
+        error.__cause__ = exc
+        for batch in batches:
+            self._acc.fail(batch, error)
+
+    def _request_over(self, node: int, watched: int) -> None:
+        self._expiry.done(watched)
+        self._node_in_flight[node] -= 1
+        self._wake_if_useful()
 
     def _wake_if_useful(self) -> None:
         """Wake the drain loop after a request ends only if a pass could do something:
@@ -612,6 +700,42 @@ class Sender:
         finally:
             self._bump_task = None
             self.wake()
+
+
+class _Answer:
+    """A request ``Sender._produce_now`` wrote: its answer, handled as ``_produce``
+    handles one, from the connection's read path (dropped once the sender closed)."""
+
+    __slots__ = ("batches", "names", "node", "sender", "watched")
+
+    def __init__(
+        self,
+        sender: Sender,
+        node: int,
+        batches: list[ProducerBatch],
+        names: dict[uuid.UUID, str],
+        watched: int,
+    ) -> None:
+        self.sender = sender
+        self.node = node
+        self.batches = batches
+        self.names = names
+        self.watched = watched
+
+    def on_answer(self, response: Any, error: KafkaError | None) -> None:
+        sender = self.sender
+        if self not in sender._answers:
+            return  # the sender closed: as for a cancelled request task
+        sender._answers.discard(self)
+        try:
+            if error is not None:
+                sender._request_failed(self.batches, error)
+            else:
+                sender._answered(self.batches, self.names, response)
+        except Exception as exc:  # a codec or logic bug: the batches fail, visibly
+            sender._unexpected(self.node, self.batches, exc)
+        finally:
+            sender._request_over(self.node, self.watched)
 
 
 class _InFlightExpiry:

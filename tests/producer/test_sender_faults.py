@@ -461,3 +461,79 @@ async def test_an_epoch_bump_answered_with_the_same_epoch_backs_off() -> None:
     assert meta.offset == 0
     resent = batches_of(fake.produces[-1])[0]
     assert resent.producer_epoch == 1
+
+
+async def test_a_connection_dropped_mid_request_resends_every_batch_in_order() -> None:
+    """Requests are written from the drain loop's step (send_now) and answered from the
+    read path: a broker that drops the connection with several of them in flight
+    releases each one, and every batch goes again, in order, once."""
+    written: list[bytes | None] = []
+
+    def script(rec: Received, n: int) -> Reply | None:
+        if n == 3:
+            return Reply("close")  # requests 3.. are in flight on the dying socket
+        batch = batches_of(rec)[0]
+        if batch.base_sequence != fake.next_offset:
+            return Reply(response=fake.answer(rec, 45))  # out of order: not written
+        written.extend(r.value for r in batch)
+        return None
+
+    async with FakeCluster(script) as fake:
+        async with Producer(
+            bootstrap_servers=fake.bootstrap, batch_size=256, linger_ms=0, **FAST
+        ) as p:
+            handles = [await p.send(TOPIC, f"{i:03d}".encode() * 10) for i in range(60)]
+            metas = await asyncio.wait_for(asyncio.gather(*handles), 20)
+            assert p._sender is not None and p._sender.requests_in_flight == 0
+    assert [m.offset for m in metas] == list(range(60))
+    assert written == [f"{i:03d}".encode() * 10 for i in range(60)]
+    assert fake.broker.connections >= 2
+
+
+async def test_stopping_with_requests_in_flight_resolves_every_handle_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """stop() while requests written in the drain loop's step await answers: their
+    handles fail with the stop's error, and the connections' death afterwards calls
+    back into nothing (no retry, no error logged)."""
+    async with FakeCluster(lambda rec, n: Reply("silent")) as fake:
+        p = Producer(bootstrap_servers=fake.bootstrap, linger_ms=0, batch_size=256, **FAST)
+        await p.start()
+        handles = [await p.send(TOPIC, b"v" * 100) for _ in range(20)]
+        await fake.broker.wait_received(lambda r: sum(x.api_key == 0 for x in r) >= 1)
+        assert p._sender is not None and p._sender.requests_in_flight >= 1
+        began = time.monotonic()
+        await p.stop(timeout_ms=200)
+        assert time.monotonic() - began < 5
+        for handle in handles:
+            with pytest.raises(KafkaTimeoutError, match="stopped before"):
+                await handle
+        await asyncio.sleep(0.05)
+    assert not [r for r in caplog.records if r.levelno >= 40], caplog.records
+
+
+async def test_ten_thousand_concurrent_sends_at_linger_0_each_land_once_where_told() -> None:
+    """10,000 tasks sending at once at linger 0 (requests written in the drain loop's
+    step, five in flight): every record is written once, and each handle's offset is
+    where its record landed (tasks that suspend in send() resume in their own order)."""
+    written: list[bytes | None] = []
+
+    def script(rec: Received, n: int) -> Reply | None:
+        for batch in batches_of(rec):
+            written.extend(r.value for r in batch)
+        return None
+
+    async with FakeCluster(script) as fake:
+        # 16 KB batches: with the 1 MB default one batch took every record
+        async with Producer(
+            bootstrap_servers=fake.bootstrap, linger_ms=0, batch_size=16_384, **FAST
+        ) as p:
+
+            async def one(i: int) -> Any:
+                return await (await p.send(TOPIC, b"%05d" % i))
+
+            metas = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(10_000))), 60)
+            assert p._sender is not None and p._sender.requests_in_flight == 0
+    assert sorted(written) == [b"%05d" % i for i in range(10_000)]
+    assert [written[m.offset] for m in metas] == [b"%05d" % i for i in range(10_000)]
+    assert len(fake.produces) > 5  # several requests, pipelined

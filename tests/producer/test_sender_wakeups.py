@@ -64,13 +64,19 @@ async def test_a_batch_queued_behind_the_in_flight_limit_goes_when_the_request_e
         await (await p.send(topic_name, b"warm-up"))
         sender = p._sender
         assert sender is not None
+        [conn] = [c for c in p._client._conns.values() if c.purpose == "produce"]
         for i in range(20):
+            # the answer is read from the socket in the step it arrives (send_now): it
+            # is held back until the second batch has queued
+            conn._transport.pause_reading()
             first = await p.send(topic_name, b"a%d" % i)
             await asyncio.wait_for(_in_flight(sender), 10)  # the first request is out
             # the one slot is taken: this batch waits in the accumulator, and only the
             # end of the first request can send it (no new batch wakes the loop)
             second = await p.send(topic_name, b"b%d" % i)
+            await asyncio.sleep(0.01)
             assert sender.requests_in_flight == 1 and p._acc.has_queued
+            conn._transport.resume_reading()
             got = await asyncio.wait_for(asyncio.gather(first, second), 10)
             assert [m.offset for m in got] == [2 * i + 1, 2 * i + 2]
 
@@ -118,15 +124,10 @@ async def test_lingers_ending_while_every_request_slot_is_taken_run_no_drain(
         await asyncio.gather(*warm)
         sender = p._sender
         assert sender is not None
-        client = sender._client
-        connection = client.connection
-        held = asyncio.Event()
-
-        async def slow(*args: Any, **kwargs: Any) -> Any:
-            await held.wait()  # the request holds the broker's only slot till then
-            return await connection(*args, **kwargs)
-
-        monkeypatch.setattr(client, "connection", slow)
+        [conn] = [c for c in p._client._conns.values() if c.purpose == "produce"]
+        # the request holds the broker's only slot while its answer is left unread (it
+        # is read in the step it arrives: send_now)
+        conn._transport.pause_reading()
         first = await p.send(topic_name, b"first", partition=0)
         await asyncio.wait_for(_in_flight(sender), 10)
         drains = _count_drains(p, monkeypatch)
@@ -135,16 +136,14 @@ async def test_lingers_ending_while_every_request_slot_is_taken_run_no_drain(
             futures.append(await p.send(topic_name, b"v%d" % i, partition=i))
             await asyncio.sleep(0.002)  # each batch's linger ends on its own
         assert drains[0] == 0, drains[0]  # twenty lingers ended: no pass for any
-        held.set()
-        monkeypatch.setattr(client, "connection", connection)
+        conn._transport.resume_reading()
         got = await asyncio.wait_for(asyncio.gather(first, *futures), 10)
         assert sorted(m.partition for m in got[1:]) == list(range(20))
         assert got[1].offset == got[0].offset + 1  # partition 0 in order
 
         # the slot taken again: a batch queued behind it expires at its deadline,
         # not when the request ends
-        held.clear()
-        monkeypatch.setattr(client, "connection", slow)
+        conn._transport.pause_reading()
         await p.send(topic_name, b"blocker", partition=0)  # it holds the slot
         await asyncio.wait_for(_in_flight(sender), 10)
         queued = await p.send(topic_name, b"queued", partition=1)
@@ -154,6 +153,5 @@ async def test_lingers_ending_while_every_request_slot_is_taken_run_no_drain(
         waited = asyncio.get_running_loop().time() - started
         assert 0.4 < waited < 2.0, waited  # its deadline: 0.6 s after its creation
         assert sender.requests_in_flight == 1  # the request still holds the slot
-        held.set()
-        monkeypatch.setattr(client, "connection", connection)
+        conn._transport.resume_reading()
         await asyncio.wait_for(_no_requests(sender), 10)

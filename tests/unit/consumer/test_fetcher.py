@@ -16,6 +16,7 @@ from aiokproto.consumer.errors import OffsetOutOfRangeConsumerError, Undecodable
 from aiokproto.consumer.fetcher import Fetcher
 from aiokproto.consumer.session import FetchSession
 from aiokproto.consumer.subscription import SubscriptionState
+from aiokproto.errors import KafkaError
 from aiokproto.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchResponse,
@@ -413,11 +414,33 @@ class KafkaLikeConnection:
         self.value = b"v" * value_size
         #: the partitions that have records at the "broker" (None: all)
         self.only: set[int] | None = None
+        self.answering: set[asyncio.Task[None]] = set()
 
     def version_for(self, _api: Any, _low: int) -> int:
         return 16
 
+    def ready_now(self) -> bool:
+        return True
+
+    def send_now(self, request: Any, version: int, on_answer: Any, timeout_ms: int) -> None:
+        # as BrokerConnection.send_now: the answer (send()'s, which the fakes below
+        # script) comes later, to the callback, as from the read path
+        async def answer() -> None:
+            try:
+                response = await self.send(request, version, timeout_ms)
+            except (KafkaError, OSError) as exc:  # the fakes' own failures, as scripted
+                on_answer(None, exc)
+            else:
+                on_answer(response, None)
+
+        task = asyncio.get_running_loop().create_task(answer())
+        self.answering.add(task)
+        task.add_done_callback(self.answering.discard)
+
     async def send(self, request: Any, _version: int, timeout_ms: int) -> FetchResponse:
+        return self.answer(request)
+
+    def answer(self, request: Any) -> FetchResponse:
         self.requests.append(request)
         left = request.max_bytes
         parts = []
@@ -849,3 +872,62 @@ async def test_evicting_paused_data_frees_only_the_room_asked_for() -> None:
     assert list(fetcher._buffer) == tps[:2]  # the last fetched went
     assert fetcher.budget.buffered == 2 * len(data) == fetcher.budget.limit - len(data)
     assert fetcher._evict_paused(len(data)) is False  # there is room already
+
+
+def answer_args(
+    fetcher: Fetcher, subs: SubscriptionState, high_watermark: int = 2
+) -> tuple[Any, ...]:
+    """``Fetcher._answered``'s arguments for a fetch from node 1, and its answer."""
+    wanted = fetcher._routes()[0][1]
+    session = FetchSession()
+    plan = session.plan(wanted)
+    part = FetchResponsePartitionData(
+        partition_index=0, high_watermark=high_watermark, records=batch(0, [b"a", b"b"])
+    )
+    response = FetchResponse(
+        responses=[FetchableTopicResponse(topic_id=TOPIC_ID, partitions=[part])]
+    )
+    return (1, session, plan, 16, {TP: subs.states()[TP]}, 0.0), response
+
+
+@pytest.mark.parametrize(
+    ("high_watermark", "first"), [(2, "reader"), (10, "loop")], ids=["caught-up", "lagging"]
+)
+async def test_an_answer_read_by_the_connection_wakes_reader_and_loop_in_order(
+    high_watermark: int, first: str
+) -> None:
+    """A fetch written with send_now is answered from the read path: the records are
+    buffered there, and the reader and the loop resume in the next pass, in order: a
+    caught-up reader first (the loop's next fetch would only wait at the broker), else
+    the loop first (its next fetch is prepared while the reader works)."""
+    fetcher, subs, _ = make()
+    order: list[str] = []
+    answered: asyncio.Future[tuple[bool, bool]] = asyncio.get_running_loop().create_future()
+
+    async def reader() -> None:
+        await fetcher.data_waiter().wait()
+        order.append("reader")
+
+    async def fetch_loop() -> None:
+        assert await answered == (False, False)  # no extra pass for the reader
+        order.append("loop")
+
+    tasks = [asyncio.create_task(reader()), asyncio.create_task(fetch_loop())]
+    await asyncio.sleep(0)  # both wait
+    args, response = answer_args(fetcher, subs, high_watermark)
+    fetcher._answered(answered, args, response, None)
+    assert fetcher._buffer[TP]  # buffered in the read path's step
+    async with asyncio.timeout(1):
+        await asyncio.gather(*tasks)
+    assert order[0] == first and sorted(order) == ["loop", "reader"]
+
+
+async def test_an_answer_to_a_cancelled_fetch_loop_is_dropped() -> None:
+    fetcher, subs, _ = make()
+    answered: asyncio.Future[tuple[bool, bool]] = asyncio.get_running_loop().create_future()
+    answered.cancel()  # the loop was cancelled while its fetch was out
+    args, response = answer_args(fetcher, subs)
+    session = args[1]
+    epoch = session.epoch
+    fetcher._answered(answered, args, response, None)
+    assert TP not in fetcher._buffer and session.epoch == epoch
