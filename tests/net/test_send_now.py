@@ -259,3 +259,30 @@ async def test_a_due_throttle_or_reauthentication_leaves_the_write_to_send() -> 
             assert not conn.ready_now()
             conn._reauth_at = now + 60
             assert conn.ready_now()
+
+
+async def test_a_throttle_in_an_answer_read_for_send_now_holds_back_the_next_write() -> None:
+    """KIP-219: throttle_time_ms in an answer delivered to a callback is noted as for
+    send(): ready_now() is False until it has passed, and send() waits it out."""
+    throttled_once: list[Received] = []
+
+    def script(rec: Received) -> Reply | None:
+        if rec.api_key != 3:
+            return None
+        throttled_once.append(rec)
+        ms = 400 if len(throttled_once) == 1 else 0
+        return Reply("answer", MetadataResponse(throttle_time_ms=ms))
+
+    config = ConnectionConfig(request_timeout_ms=1000, socket_connection_setup_timeout_ms=1000)
+    async with FakeBroker(script) as fake:
+        async with BrokerConnection(fake.host, fake.port, config) as conn:
+            answers = Answers()
+            conn.send_now(MetadataRequest(topics=[]), conn.version_for(MetadataRequest), answers)
+            await answers.wait()
+            loop = asyncio.get_running_loop()
+            answered = loop.time()
+            assert answers.calls[0][0].throttle_time_ms == 400
+            assert 0.2 < conn.throttled_for <= 0.41 and not conn.ready_now()
+            await conn.send(MetadataRequest(topics=[]))
+            assert loop.time() - answered >= 0.35  # written once the throttle was over
+            assert conn.ready_now()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from aiokproto.errors import KafkaTimeoutError, NotEnoughReplicasError
+from aiokproto.net.connection import BrokerConnection
 from aiokproto.producer import Producer
 from aiokproto.protocol.messages.init_producer_id import InitProducerIdResponse
 from aiokproto.protocol.messages.metadata import (
@@ -404,6 +405,45 @@ async def test_a_huge_throttle_does_not_stretch_delivery() -> None:
                 except KafkaTimeoutError:
                     pass  # a typed error in time is fine; a hang is not
             assert time.monotonic() - began < 2.5
+
+
+async def test_a_throttled_produce_answer_holds_back_the_next_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KIP-219: a Produce answer (read for send_now) carries throttle_time_ms: the next
+    request waits it out (the sender's request then takes send(), which waits), and
+    once it is over requests are written in the drain loop's step again."""
+    arrived: list[float] = []
+
+    def script(rec: Received, n: int) -> Reply | None:
+        arrived.append(time.monotonic())
+        if n == 2:
+            answer = fake.answer(rec, 0)
+            answer.throttle_time_ms = 400
+            return Reply(response=answer)
+        return None
+
+    written_now: list[int] = []
+    send_now = BrokerConnection.send_now
+
+    def counting(conn: BrokerConnection, request: Any, *args: Any, **kwargs: Any) -> None:
+        written_now.append(request.API_KEY)
+        send_now(conn, request, *args, **kwargs)
+
+    monkeypatch.setattr(BrokerConnection, "send_now", counting)
+    async with FakeCluster(script) as fake:
+        async with Producer(bootstrap_servers=fake.bootstrap, linger_ms=0, **FAST) as p:
+            await p.send_and_wait(TOPIC, b"first")
+            before = written_now.count(0)
+            throttled = await p.send_and_wait(TOPIC, b"throttled")
+            answered = time.monotonic()
+            assert written_now.count(0) == before + 1  # written now
+            held = await p.send_and_wait(TOPIC, b"held")
+            assert arrived[2] - answered >= 0.35  # after the broker's throttle time
+            assert written_now.count(0) == before + 1  # by send(): it waited
+            after = await p.send_and_wait(TOPIC, b"after")
+            assert written_now.count(0) == before + 2  # the throttle over: written now
+    assert [throttled.offset, held.offset, after.offset] == [1, 2, 3]
 
 
 async def test_metadata_with_impossible_partition_numbers_is_a_typed_error() -> None:
