@@ -105,6 +105,9 @@ log = logging.getLogger(__name__)
 #: send_batch gives the event loop a turn after buffering this many bytes
 _YIELD_BYTES = 256 * 1024
 _NONE_TYPE: Final = type(None)
+# records for topics without metadata wait this long before their lookup starts, so
+# the topics of a handler that yields between sends are asked for together
+_PENDING_WINDOW_S: Final = 0.005
 # what a broker accepts as a topic name (besides "." and ".."): a name outside it gets
 # its InvalidTopicError from send() at once, not from its handle after a round trip
 _LEGAL_TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -373,6 +376,9 @@ class Producer(StartStop, Generic[SK, SV]):
         # order (their buffer_memory charge is in _reserved); while a topic has some,
         # it has no _TopicState, so later records go behind them
         self._pending: dict[str, PendingTopic] = {}
+        # resolved _PENDING_WINDOW_S after the first of a group of new pending topics:
+        # their lookups start together (None: no window open)
+        self._pending_gate: asyncio.Future[None] | None = None
         self._sticky: dict[str, StickyPartitioner] = {}
         # topics the producer keeps in its metadata -> loop time of the last lookup
         self._kept: dict[str, float] = {}
@@ -1403,7 +1409,10 @@ class Producer(StartStop, Generic[SK, SV]):
         snapshot = meta.snapshot
         if not known(snapshot):
             try:
-                snapshot = await meta.wait_for(known, self._max_block, topics=(topic,))
+                if pending:
+                    snapshot = await self._wait_tracked(meta, known)
+                else:
+                    snapshot = await meta.wait_for(known, self._max_block, topics=(topic,))
             except KafkaConnectionError:
                 self._check_running()
                 raise
@@ -1470,16 +1479,30 @@ class Producer(StartStop, Generic[SK, SV]):
         pt = self._pending.get(topic)
         if pt is None:
             loop = asyncio.get_running_loop()
+            if self._pending_gate is None:
+                self._pending_gate = gate = loop.create_future()
+                loop.call_later(_PENDING_WINDOW_S, self._open_pending_gate, gate)
             pt = self._pending[topic] = PendingTopic(topic, loop)
             self._topics.pop(topic, None)  # send()'s fast path must not overtake them
             pt.task = loop.create_task(self._drain_pending(pt), name="aiokproto-pending-topic")
         return pt.add(timestamp_ms, key, value, headers, charge, partition, txn_round)
+
+    def _open_pending_gate(self, gate: asyncio.Future[None]) -> None:
+        if self._pending_gate is gate:
+            self._pending_gate = None
+        gate.set_result(None)
 
     async def _drain_pending(self, pt: PendingTopic) -> None:
         """Wait (up to max_block_ms) for ``pt``'s topic, then place its records; on an
         error, fail them with it."""
         topic = pt.topic
         try:
+            # a short window first: a handler that yields between sends to new topics
+            # meets them one loop pass apart; every topic that became pending in the
+            # window starts its lookup in the same pass, so they share one request
+            gate = self._pending_gate
+            if gate is not None:
+                await asyncio.shield(gate)
             ts = await self._topic_state(topic, sending=False, pending=True)
         except BaseException as exc:
             if self._pending.get(topic) is pt:
@@ -1590,6 +1613,21 @@ class Producer(StartStop, Generic[SK, SV]):
             assert task is not None
             await asyncio.wait((task,))
         return await self._topic_state(topic)
+
+    async def _wait_tracked(
+        self, meta: MetadataCache, known: Callable[[ClusterSnapshot], bool]
+    ) -> ClusterSnapshot:
+        """``meta.wait_for`` without asking again at every new snapshot: the topic is
+        tracked, so the cache asked for it (and polls it while it is unusable). With
+        hundreds of topics pending, each asking again whenever an answer about others
+        came named most of them in two or three requests."""
+        try:
+            async with asyncio.timeout(self._max_block):
+                while not known(meta.snapshot):
+                    await meta.next_change()
+        except TimeoutError:
+            raise KafkaTimeoutError("the topic did not appear") from None
+        return meta.snapshot
 
     def _keep(self, topic: str) -> None:
         """The producer's own hold on ``topic`` in the metadata, taken once; taken again

@@ -94,6 +94,25 @@ async def test_a_loop_over_new_topics_asks_for_them_in_a_handful_of_requests(
         last[(topic, meta.partition)] = meta.offset
 
 
+async def test_a_handler_that_yields_between_sends_shares_requests_too(
+    kafka: Any, many_topics: list[str]
+) -> None:
+    # each send one loop pass after the other: a short window before the lookup, and
+    # no topic asked for again while its answer is on the way (each waiting record
+    # asked again at every answer about other topics: 394 topic names for 200). How
+    # many requests depends on how long the loop takes (3 on a quiet machine, 17 at
+    # load 9): the bound is loose, the names exact.
+    async with Producer(bootstrap_servers=kafka.bootstrap_servers, **FAST) as p:
+        asked = _spy(p)
+        handles = []
+        for topic in many_topics:
+            handles.append(await p.send(topic, b"v"))
+            await asyncio.sleep(0)
+        await asyncio.gather(*handles)
+    assert len(asked) <= TOPICS // 4, [len(n or ()) for n in asked]
+    assert sorted(t for names in asked for t in names or ()) == sorted(many_topics)
+
+
 async def test_a_missing_topic_fails_typed_while_the_good_ones_in_the_burst_succeed(
     kafka: Any, many_topics: list[str]
 ) -> None:
