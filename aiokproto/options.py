@@ -246,9 +246,10 @@ class ProducerOptions(ClientOptions, total=False):
     ``max_block_ms``) while it is full. Default: ``33554432`` bytes."""
 
     max_block_ms: int
-    """How long ``send()`` may wait for buffer space or for a topic's metadata before it
-    raises ``KafkaTimeoutError``; also bounds the transaction calls.
-    Default: ``60000`` ms."""
+    """How long ``send()`` may wait for buffer space before it raises
+    ``KafkaTimeoutError``, and how long a record sent to a topic whose metadata is not
+    known yet waits for it before its handle fails with ``KafkaTimeoutError``; also
+    bounds the transaction calls. Default: ``60000`` ms."""
 
     delivery_timeout_ms: int
     """Time from ``send()`` until a record's delivery is reported, retries included; at

@@ -210,6 +210,9 @@ class ClusterClient:
             said = {str(e) for e in failed.values()} | {CONNECT_CANCELLED}
             if last is not None and str(last) not in said:
                 text += f"; last error: {last}"
+            trouble = config.connection.security.login_trouble()
+            if trouble is not None:  # its retries outlast a short deadline
+                text += f"; the OAuth token fetch was still retrying: {trouble}"
             raise BootstrapError(text) from last_connection_error or last
         except BaseException:
             await self.close()

@@ -466,18 +466,28 @@ class MetadataCache:
             # Unknown or leaderless topics that are in use: poll again soon, backing off
             # up to retry_backoff_max while they stay so (a deleted topic would
             # otherwise be asked for ten times a second for as long as it is tracked).
-            unusable = [
-                t for t in self._topics
-                if self.topic_errors.get(t) or self.snapshot.topics.get(t) is None
-            ]
-            if unusable:
+            if self._unusable():
                 delay = min(self._retry_backoff * 2**self._incomplete, self._retry_backoff_max)
                 self._incomplete = min(self._incomplete + 1, 30)
                 if self._poll_timer is not None:
                     self._poll_timer.cancel()  # one poll pending, not one per refresh
-                self._poll_timer = loop.call_later(delay, self.request_refresh, unusable)
+                self._poll_timer = loop.call_later(delay, self._poll_unusable)
             else:
                 self._incomplete = 0
+
+    def _unusable(self) -> list[str]:
+        return [
+            t for t in self._topics
+            if self.topic_errors.get(t) or self.snapshot.topics.get(t) is None
+        ]
+
+    def _poll_unusable(self) -> None:
+        """Ask again about the tracked topics still unusable now (not those that were
+        when the poll was scheduled: hundreds of new topics answered by the next
+        request meanwhile were asked for again)."""
+        unusable = self._unusable()
+        if unusable:
+            self.request_refresh(unusable)
 
     def _asks_for_more(self) -> bool:
         """Whether the next refresh asks about topics no request has asked about yet

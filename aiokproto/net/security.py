@@ -132,6 +132,14 @@ class SecurityConfig:
             raise KafkaConfigError(f"cannot build the TLS context{source}: {exc}") from exc
         return ctx
 
+    def login_trouble(self) -> str | None:
+        """What the OAuth token provider's last failed attempt said, while it retries
+        (aiokproto.oauth's providers keep it as ``last_failure``; others may too)."""
+        if self.sasl_mechanism != "OAUTHBEARER":
+            return None
+        failure = getattr(self.sasl_oauth_token_provider, "last_failure", None)
+        return str(failure) if isinstance(failure, BaseException) else None
+
     async def new_mechanism(self, host: str = "") -> SaslMechanism:
         """A fresh mechanism for one authentication exchange with ``host``."""
         name = self.sasl_mechanism

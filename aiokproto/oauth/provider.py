@@ -192,6 +192,9 @@ class OAuthClientCredentials:
         self._inflight: asyncio.Task[AccessToken] | None = None
         self._waiters = 0
         self.fetches = 0
+        #: the last attempt's failure while a fetch is still retrying (None once one
+        #: succeeds): a deadline that ends the wait first can still say why
+        self.last_failure: OAuthTokenError | None = None
         """How many tokens the endpoint has issued to this provider."""
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
@@ -324,6 +327,7 @@ class OAuthClientCredentials:
                     if not _retryable(response.status_code):
                         raise failure
                     asked_s = _retry_after(response.headers.get("retry-after"), self._clock())
+                self.last_failure = failure
                 elapsed = time.monotonic() - started
                 if elapsed >= budget_s or elapsed + asked_s > budget_s:
                     asked = f"; it asked to wait {asked_s:.0f} s" if asked_s else ""
@@ -351,6 +355,7 @@ class OAuthClientCredentials:
     def _store(self, token: AccessToken) -> None:
         now = self._clock()
         self._current = token
+        self.last_failure = None
         self.refresh_at = refresh_at(
             token.issued_at, token.expiry, now, self.refresh, random.random()
         )

@@ -139,14 +139,24 @@ class ProducerBatch:
 
 class Split:
     """The pieces a refused batch was cut into: piece ``i`` holds its records
-    ``firsts[i]`` to ``firsts[i + 1] - 1`` (a piece may be split again in turn)."""
+    ``firsts[i]`` to ``firsts[i + 1] - 1`` (a piece may be split again in turn).
 
-    __slots__ = ("firsts", "pending", "pieces")
+    ``at``: instead, record ``i`` is record ``at[i][1]`` of batch ``at[i][0]`` (records
+    sent before their topic's metadata was known, placed on its partitions later:
+    ``pending.PendingTopic``)."""
 
-    def __init__(self, firsts: list[int], pieces: list[ProducerBatch]) -> None:
+    __slots__ = ("at", "firsts", "pending", "pieces")
+
+    def __init__(
+        self,
+        firsts: list[int],
+        pieces: list[ProducerBatch],
+        at: list[tuple[ProducerBatch, int]] | None = None,
+    ) -> None:
         self.firsts = firsts
         self.pieces = pieces
         self.pending = len(pieces)  # pieces whose future is not resolved yet
+        self.at = at
 
 
 def settle_parents(piece: ProducerBatch) -> None:

@@ -62,15 +62,25 @@ def settled(batch: ProducerBatch, delta: int) -> tuple[asyncio.Future[BatchResul
     """The future holding record ``delta``'s outcome, and its offset delta there: the
     batch's own, or once the batch was split (refused as too large), the piece's that
     holds it. Until the split batch is resolved, its own (not done yet)."""
+    batch, delta = settled_at(batch, delta)
+    return batch.future, delta
+
+
+def settled_at(batch: ProducerBatch, delta: int) -> tuple[ProducerBatch, int]:
+    """``settled``'s batch (whose topic and partition the record has: a record sent
+    before its topic's metadata was known is placed on a partition later)."""
     if batch.split is None or not batch.future.done():
-        return batch.future, delta
+        return batch, delta
     split: Split | None = batch.split
     while split is not None:
-        i = bisect_right(split.firsts, delta) - 1
-        delta -= split.firsts[i]
-        batch = split.pieces[i]
+        if split.at is not None:
+            batch, delta = split.at[delta]
+        else:
+            i = bisect_right(split.firsts, delta) - 1
+            delta -= split.firsts[i]
+            batch = split.pieces[i]
         split = batch.split
-    return batch.future, delta
+    return batch, delta
 
 
 if TYPE_CHECKING or _native is None:
@@ -203,9 +213,9 @@ class DeliveryFuture(_HandleFields):
         if batch.handles is not None and self._delta in batch.handles.cancelled:
             raise self._make_cancelled_error()
         if batch.split is not None:
-            future, delta = settled(batch, self._delta)
+            batch, delta = settled_at(batch, self._delta)
             return record_metadata(
-                batch, future.result(), delta, self._timestamp, self._ksize, self._vsize
+                batch, batch.future.result(), delta, self._timestamp, self._ksize, self._vsize
             )
         return record_metadata(
             batch, batch.future.result(), self._delta, self._timestamp, self._ksize, self._vsize
@@ -363,7 +373,8 @@ class OnDelivery:
             if batch is None:
                 self.callback(handle._error, None)
                 return
-            future, delta = settled(batch, handle._delta)
+            batch, delta = settled_at(batch, handle._delta)
+            future = batch.future
             error = future.exception()
             if error is not None:
                 if not isinstance(error, KafkaError):  # batches fail with KafkaErrors

@@ -2,8 +2,9 @@
 topic/partition choice and buffer back-pressure.
 
 ``send()`` only buffers: it picks the partition, waits for ``buffer_memory`` space if
-needed (up to ``max_block_ms``) and appends to the partition's open batch. The sender
-task does all I/O. The fast path of ``send()`` never suspends.
+needed (up to ``max_block_ms``) and appends to the partition's open batch, or, for a
+topic whose metadata is not known yet, to the topic's pending queue (``pending.py``).
+The sender task does all I/O. The fast path of ``send()`` never suspends.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import re
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -36,6 +38,7 @@ from aiokproto.errors import (
     PurgedError,
     RecordTooLargeError,
     TopicAuthorizationFailedError,
+    TransactionAbortedError,
     UnknownTopicOrPartitionError,
     for_code,
 )
@@ -72,6 +75,7 @@ from aiokproto.producer.options import (
     parse_producer_options,
 )
 from aiokproto.producer.partitioner import PartitionerFn, StickyPartitioner, partition_for_key
+from aiokproto.producer.pending import PendingTopic, failed_place
 from aiokproto.producer.sender import Sender
 from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
@@ -101,6 +105,12 @@ log = logging.getLogger(__name__)
 #: send_batch gives the event loop a turn after buffering this many bytes
 _YIELD_BYTES = 256 * 1024
 _NONE_TYPE: Final = type(None)
+# records for topics without metadata wait this long before their lookup starts, so
+# the topics of a handler that yields between sends are asked for together
+_PENDING_WINDOW_S: Final = 0.005
+# what a broker accepts as a topic name (besides "." and ".."): a name outside it gets
+# its InvalidTopicError from send() at once, not from its handle after a round trip
+_LEGAL_TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _BYTES_OR_NONE: Final = frozenset((bytes, _NONE_TYPE))
 
 # Topic errors that waiting will not fix.
@@ -362,6 +372,13 @@ class Producer(StartStop, Generic[SK, SV]):
         # outlived the transaction it was called in, and buffers nothing
         self._txn_round = 0
         self._topics: dict[str, _TopicState] = {}
+        # records sent to topics whose metadata is not known yet, per topic, in send
+        # order (their buffer_memory charge is in _reserved); while a topic has some,
+        # it has no _TopicState, so later records go behind them
+        self._pending: dict[str, PendingTopic] = {}
+        # resolved _PENDING_WINDOW_S after the first of a group of new pending topics:
+        # their lookups start together (None: no window open)
+        self._pending_gate: asyncio.Future[None] | None = None
         self._sticky: dict[str, StickyPartitioner] = {}
         # topics the producer keeps in its metadata -> loop time of the last lookup
         self._kept: dict[str, float] = {}
@@ -506,10 +523,22 @@ class Producer(StartStop, Generic[SK, SV]):
                         await txn.abort(self._wait_in_flight)
                 except (KafkaError, TimeoutError) as exc:
                     log.warning("stop(): aborting the open transaction failed: %s", exc)
+            if self._pending and sender.fatal is None:
+                # records sent before their topic's metadata was known are still sent
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                await self._wait_pending(timeout)
+                timeout = max(0.0, timeout - (loop.time() - started))
             futures = [b.future for b in acc.incomplete]
             if futures and sender.fatal is None:
                 await asyncio.wait(futures, timeout=timeout)
         finally:
+            if self._fail_pending(
+                KafkaTimeoutError(
+                    "the Producer was stopped before the record's topic was in metadata"
+                )
+            ):
+                log.warning("producer stopped with records still waiting for topic metadata")
             await sender.close()
             left = acc.unsent_or_in_flight()
             if left:
@@ -555,6 +584,7 @@ class Producer(StartStop, Generic[SK, SV]):
         if sender is not None and sender.fatal is None:
             sender.fatal = error
         self._on_fatal()
+        self._fail_pending(error)
         acc: Accumulator | None = getattr(self, "_acc", None)  # None: start() failed
         if acc is not None:
             acc.fail_all(error)
@@ -568,6 +598,7 @@ class Producer(StartStop, Generic[SK, SV]):
             self._stop_accepting()
         if self._txn is not None:
             self._fail_space_waiters(self._txn.state.abortable_error("send"))
+            self._fail_pending(self._txn.state.abortable_error("send"))
 
     async def _give_sender_a_turn(self) -> None:
         self._yield_next = False
@@ -597,7 +628,10 @@ class Producer(StartStop, Generic[SK, SV]):
         """Buffer one record; returns an awaitable that gives its ``RecordMetadata``.
 
         Waits only when ``buffer_memory`` is full (``KafkaTimeoutError`` after
-        ``max_block_ms``) or the topic's metadata is not known yet. Serializers are
+        ``max_block_ms``). A record for a topic whose metadata is not known yet waits
+        for it in a queue of its own and its handle is returned at once; a topic that
+        does not appear within ``max_block_ms`` fails the handle with
+        ``KafkaTimeoutError``. Serializers are
         applied to keys/values that are not None. A record too large for
         ``max_request_size``/``buffer_memory`` gets a handle that fails with
         ``RecordTooLargeError`` (nothing else is affected).
@@ -684,7 +718,13 @@ class Producer(StartStop, Generic[SK, SV]):
         try:
             ts = self._topics[topic]  # cleared by the sender when metadata changes
         except (KeyError, TypeError):
-            ts = await self._topic_state(topic)
+            if topic.__class__ is str and topic and (
+                topic in self._pending or not self._known(topic)
+            ):
+                return await self._send_pending(
+                    topic, key, value, headers, charge, partition, timestamp_ms, txn_round  # type: ignore[arg-type]
+                )
+            ts = await self._topic_state_after_pending(topic)
             waited = True
         pq: PartitionQueue | None
         if partition is not None:
@@ -985,7 +1025,7 @@ class Producer(StartStop, Generic[SK, SV]):
         waited = False
         ts = self._topics.get(topic) if isinstance(topic, str) else None
         if ts is None:
-            ts = await self._topic_state(topic)
+            ts = await self._topic_state_after_pending(topic)
             waited = True
         # Every record's partition, before anything is buffered (a partitioner may raise).
         queues: list[PartitionQueue] = []
@@ -1057,7 +1097,7 @@ class Producer(StartStop, Generic[SK, SV]):
         biggest = max(r.charge for r in records)
         if biggest > self._max_charge:
             raise self._too_large(topic, biggest)
-        ts = await self._topic_state(topic)
+        ts = await self._topic_state_after_pending(topic)
         pq = ts.queues.get(partition) if partition.__class__ is int else None
         if pq is None:
             pq = await self._partition_queue(ts, partition)
@@ -1087,15 +1127,24 @@ class Producer(StartStop, Generic[SK, SV]):
             self._check_running()
         acc, sender = self._acc, self._sender
         assert acc is not None and sender is not None
+        timeout = None if timeout_ms is None else timeout_ms / 1000
+        if self._pending:  # records waiting for their topic's metadata are flushed too
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            if not await self._wait_pending(timeout):
+                raise KafkaTimeoutError(
+                    f"flush: records still wait for their topic's metadata after "
+                    f"{timeout_ms} ms"
+                )
+            if timeout is not None:
+                timeout = max(0.0, timeout - (loop.time() - started))
         futures = [b.future for b in acc.incomplete]
         if not futures:
             return
         acc.flushing += 1
         sender.wake()
         try:
-            _, pending = await asyncio.wait(
-                futures, timeout=None if timeout_ms is None else timeout_ms / 1000
-            )
+            _, pending = await asyncio.wait(futures, timeout=timeout)
         finally:
             acc.flushing -= 1
         if pending:
@@ -1105,10 +1154,11 @@ class Producer(StartStop, Generic[SK, SV]):
 
     def __len__(self) -> int:
         """Records not delivered yet: buffered or in flight (confluent-kafka's
-        ``len(producer)``). Records still waiting in ``send()`` for memory or metadata
-        are not counted."""
+        ``len(producer)``), and records waiting for their topic's metadata. Records
+        still waiting in ``send()`` for memory are not counted."""
         acc = getattr(self, "_acc", None)
-        return 0 if acc is None else acc.undelivered()
+        waiting = sum(len(pt) for pt in getattr(self, "_pending", {}).values())
+        return waiting + (0 if acc is None else acc.undelivered())
 
     def __bool__(self) -> bool:
         return True  # a producer with nothing undelivered is still a producer
@@ -1124,7 +1174,11 @@ class Producer(StartStop, Generic[SK, SV]):
         ``abort_transaction()`` ends it."""
         if not self._running:
             return 0
-        return self._acc.purge(PurgedError("purged before it was sent (Producer.purge())"))
+        error = PurgedError("purged before it was sent (Producer.purge())")
+        waiting = self._fail_pending(error)
+        if waiting:
+            self._pending_failed(error)
+        return waiting + self._acc.purge(error)
 
     async def _wait_in_flight(self) -> bool:
         """Wait (within max_block_ms) for every batch still held to be resolved; False
@@ -1177,6 +1231,14 @@ class Producer(StartStop, Generic[SK, SV]):
         txn = self._need_txn("commit_transaction")
         txn.state.check("commit_transaction")
         self._stop_accepting()
+        # records still waiting for their topic's metadata are placed (or fail, and the
+        # commit with them) before the transaction's partitions are final
+        if not await self._wait_pending(self._max_block):
+            raise KafkaTimeoutError(
+                f"commit_transaction: records still wait for their topic's metadata after "
+                f"{self.options.max_block_ms} ms (max_block_ms); call commit_transaction() "
+                "again to finish"
+            )
         await txn.commit(self._flush_transaction)
 
     async def _flush_transaction(self) -> None:
@@ -1194,6 +1256,10 @@ class Producer(StartStop, Generic[SK, SV]):
         txn = self._need_txn("abort_transaction")
         txn.state.check("abort_transaction")
         self._stop_accepting()
+        self._fail_pending(
+            TransactionAbortedError("not sent: the transaction was aborted before its "
+                                    "topic's metadata was known")
+        )
         await txn.abort(self._wait_in_flight)
 
     def _stop_accepting(self) -> None:
@@ -1242,6 +1308,9 @@ class Producer(StartStop, Generic[SK, SV]):
         checked = _checked_offsets(offsets)
         if not checked:
             return
+        # records sent before, still waiting for their topic's metadata, are placed
+        # first: TxnOffsetCommit names topics by id once the metadata knows them all
+        await self._wait_pending(self._max_block)
         await txn.send_offsets(checked, group)
 
     async def partitions_for(self, topic: str) -> set[int]:
@@ -1280,12 +1349,16 @@ class Producer(StartStop, Generic[SK, SV]):
             return partition_for_key(key, ts.count)
         return ts.sticky.partition(charge, ts.partitions, ts.available)
 
-    async def _topic_state(self, topic: str, *, sending: bool = True) -> _TopicState:
+    async def _topic_state(
+        self, topic: str, *, sending: bool = True, pending: bool = False
+    ) -> _TopicState:
         """The topic's state from the current metadata, waiting for it if unknown.
 
         ``sending``: for a call that will buffer records, which gives up when the
         producer stops accepting them (stopped, failed, or outside a transaction);
-        otherwise only when it stops."""
+        otherwise only when it stops. ``pending``: for the records waiting for the
+        topic (``_drain_pending``), which give up when cancelled or, once the producer
+        is stopping, when the brokers say the topic does not exist."""
         client, acc = self._client, self._acc
         assert client is not None and acc is not None
         meta = client.metadata
@@ -1296,12 +1369,13 @@ class Producer(StartStop, Generic[SK, SV]):
         # missing topic had left it in every metadata refresh for good.
         meta.track([topic])
         try:
-            snapshot = await self._wait_for_topic(meta, topic, sending)
+            snapshot = await self._wait_for_topic(meta, topic, sending, pending)
             sticky = self._sticky.get(topic)
             if sticky is None:
                 sticky = self._sticky[topic] = StickyPartitioner(self.options.sticky_bytes)
             ts = _TopicState(topic, snapshot, acc, sticky)
-            self._topics[topic] = ts
+            if topic not in self._pending:  # else they go first (_drain_pending)
+                self._topics[topic] = ts
             self._keep(topic)
             self._kept[topic] = asyncio.get_running_loop().time()  # looked up now
             return ts
@@ -1309,9 +1383,17 @@ class Producer(StartStop, Generic[SK, SV]):
             meta.untrack([topic])
 
     async def _wait_for_topic(
-        self, meta: MetadataCache, topic: str, sending: bool
+        self, meta: MetadataCache, topic: str, sending: bool, pending: bool = False
     ) -> ClusterSnapshot:
         def alive() -> bool:
+            if pending:
+                # records already sent wait for their topic through stop() (they are
+                # delivered if it comes), unless the brokers said it does not exist
+                return not (
+                    self._closed
+                    and meta.unknown(topic)
+                    and not self.config.allow_auto_create_topics
+                )
             return self._accepting if sending else self._running
 
         def known(snap: ClusterSnapshot) -> bool:
@@ -1327,7 +1409,10 @@ class Producer(StartStop, Generic[SK, SV]):
         snapshot = meta.snapshot
         if not known(snapshot):
             try:
-                snapshot = await meta.wait_for(known, self._max_block, topics=(topic,))
+                if pending:
+                    snapshot = await self._wait_tracked(meta, known)
+                else:
+                    snapshot = await meta.wait_for(known, self._max_block, topics=(topic,))
             except KafkaConnectionError:
                 self._check_running()
                 raise
@@ -1349,6 +1434,200 @@ class Producer(StartStop, Generic[SK, SV]):
         if code in _FATAL_TOPIC_ERRORS and topic not in snapshot.topics:
             raise for_code(code)(f"topic {topic!r}")
         return snapshot
+
+    # -- records waiting for their topic's metadata ------------------------------------
+
+    def _known(self, topic: str) -> bool:
+        assert self._client is not None
+        info = self._client.metadata.snapshot.topics.get(topic)
+        return info is not None and bool(info.partitions)
+
+    async def _send_pending(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+        charge: int,
+        partition: int | None,
+        timestamp_ms: int,
+        txn_round: int,
+    ) -> DeliveryFuture:
+        """send() to a topic whose metadata is not known (or that has records waiting
+        for it): the record waits in the topic's pending queue, charged to
+        buffer_memory, and its handle is returned at once. The first such record starts
+        the task that waits for the metadata (every topic pending in the same loop
+        pass is asked for in one Metadata request), then places them in send order."""
+        if partition is not None and (
+            partition.__class__ is not int or partition < 0  # bool is not int here
+        ):
+            raise KafkaConfigError(f"partition must be an int >= 0 or None, not {partition!r}")
+        if topic not in self._pending and (
+            _LEGAL_TOPIC.fullmatch(topic) is None or topic in (".", "..")
+        ):
+            raise InvalidTopicError(
+                f"topic {topic!r} is not a legal topic name: 1 to 249 of a-z, A-Z, 0-9, "
+                "'.', '_' and '-' (and not '.' or '..')"
+            )
+        acc = self._acc
+        if acc.used + self._reserved + charge > acc.limit or self._space_queue:
+            await self._wait_for_space(charge)
+            if not self._accepting or txn_round != self._txn_round:
+                self._check_after_wait(txn_round)
+        # no suspension from here to the append
+        self._reserved += charge
+        pt = self._pending.get(topic)
+        if pt is None:
+            loop = asyncio.get_running_loop()
+            if self._pending_gate is None:
+                self._pending_gate = gate = loop.create_future()
+                loop.call_later(_PENDING_WINDOW_S, self._open_pending_gate, gate)
+            pt = self._pending[topic] = PendingTopic(topic, loop)
+            self._topics.pop(topic, None)  # send()'s fast path must not overtake them
+            pt.task = loop.create_task(self._drain_pending(pt), name="aiokproto-pending-topic")
+        return pt.add(timestamp_ms, key, value, headers, charge, partition, txn_round)
+
+    def _open_pending_gate(self, gate: asyncio.Future[None]) -> None:
+        if self._pending_gate is gate:
+            self._pending_gate = None
+        gate.set_result(None)
+
+    async def _drain_pending(self, pt: PendingTopic) -> None:
+        """Wait (up to max_block_ms) for ``pt``'s topic, then place its records; on an
+        error, fail them with it."""
+        topic = pt.topic
+        try:
+            # a short window first: a handler that yields between sends to new topics
+            # meets them one loop pass apart; every topic that became pending in the
+            # window starts its lookup in the same pass, so they share one request
+            gate = self._pending_gate
+            if gate is not None:
+                await asyncio.shield(gate)
+            ts = await self._topic_state(topic, sending=False, pending=True)
+        except BaseException as exc:
+            if self._pending.get(topic) is pt:
+                del self._pending[topic]
+            if isinstance(exc, KafkaError):
+                self._release_pending(pt, exc)
+                self._pending_failed(exc)
+                return
+            # cancelled (_fail_pending failed the records first), or a bug
+            self._release_pending(pt, KafkaError(f"the record's topic lookup failed: {exc!r}"))
+            raise
+        # no suspension from here: every record is placed before any later send()
+        del self._pending[topic]
+        self._place_pending(pt, ts)
+        self._topics[topic] = ts
+
+    def _place_pending(self, pt: PendingTopic, ts: _TopicState) -> None:
+        """Choose each record's partition (keyed: murmur2 over the partition count now
+        known; keyless: sticky) and append it, in send order."""
+        acc = self._acc
+        loop = asyncio.get_running_loop()
+        places = []
+        late: KafkaError | None = None
+        self._reserved -= pt.charge
+        pt.charge = 0
+        for timestamp, key, value, headers, charge, partition, txn_round in pt.records:
+            pq: PartitionQueue | None
+            try:
+                if txn_round != self._txn_round or (
+                    self._txn is not None and self._txn.state.state is not Txn.IN_TRANSACTION
+                ):
+                    raise IllegalStateError(
+                        f"the transaction this record was sent in (number {txn_round}) "
+                        "ended before its topic's metadata was known: not sent"
+                    )
+                if partition is not None:
+                    pq = ts.queues.get(partition)
+                    if pq is None:
+                        raise UnknownTopicOrPartitionError(
+                            f"topic {ts.name!r} has no partition {partition} (it has "
+                            f"{ts.count} partitions)"
+                        )
+                elif key is None and self._partitioner is None:
+                    sticky = ts.sticky
+                    pq = ts.sticky_queue
+                    if pq is not None and sticky.left > 0:
+                        sticky.left -= charge
+                    else:
+                        pq = ts.choose_sticky(charge)
+                else:
+                    pq = ts.queues[self._choose(ts, key, charge)]
+            except Exception as exc:  # KafkaError, or a custom partitioner's own
+                error = exc if isinstance(exc, KafkaError) else KafkaError(
+                    f"choosing the record's partition raised {exc!r}"
+                )
+                late = late or error
+                places.append(failed_place(ts.name, error, loop))
+                continue
+            if not pq.txn_added:
+                self._track(pq)
+            handle = acc.append(pq, timestamp, key, value, headers, charge)
+            batch = handle.batch
+            assert batch is not None
+            places.append((batch, handle._delta))
+        pt.settle(places)
+        self._grant_space()
+        if late is not None:
+            self._pending_failed(late)
+
+    def _pending_failed(self, error: KafkaError) -> None:
+        """Records of a transaction failed before they were buffered: it cannot commit
+        (as when one of its batches fails)."""
+        if self._txn is not None and self._txn.state.state is Txn.IN_TRANSACTION:
+            self._txn.records_failed(error)
+
+    def _release_pending(self, pt: PendingTopic, error: BaseException) -> None:
+        self._reserved -= pt.charge
+        pt.charge = 0
+        pt.fail(error)
+        if self._acc is not None:
+            self._grant_space()
+
+    def _fail_pending(self, error: KafkaError) -> int:
+        """Fail every record still waiting for its topic's metadata; their count."""
+        pending, self._pending = self._pending, {}
+        count = 0
+        for pt in pending.values():
+            count += len(pt)
+            self._release_pending(pt, error)
+            if pt.task is not None:
+                pt.task.cancel()
+        return count
+
+    async def _wait_pending(self, timeout_s: float | None) -> bool:
+        """Wait until every record sent so far to a topic without metadata is placed
+        or failed; False if some still wait after ``timeout_s``."""
+        tasks = [pt.task for pt in self._pending.values() if pt.task is not None]
+        if not tasks:
+            return True
+        _, waiting = await asyncio.wait(tasks, timeout=timeout_s)
+        return not waiting
+
+    async def _topic_state_after_pending(self, topic: str) -> _TopicState:
+        """``_topic_state`` for a call that buffers records itself (send_batch): once
+        the records sent to the topic before it are placed (they go first)."""
+        while topic.__class__ is str and topic in self._pending:
+            task = self._pending[topic].task
+            assert task is not None
+            await asyncio.wait((task,))
+        return await self._topic_state(topic)
+
+    async def _wait_tracked(
+        self, meta: MetadataCache, known: Callable[[ClusterSnapshot], bool]
+    ) -> ClusterSnapshot:
+        """``meta.wait_for`` without asking again at every new snapshot: the topic is
+        tracked, so the cache asked for it (and polls it while it is unusable). With
+        hundreds of topics pending, each asking again whenever an answer about others
+        came named most of them in two or three requests."""
+        try:
+            async with asyncio.timeout(self._max_block):
+                while not known(meta.snapshot):
+                    await meta.next_change()
+        except TimeoutError:
+            raise KafkaTimeoutError("the topic did not appear") from None
+        return meta.snapshot
 
     def _keep(self, topic: str) -> None:
         """The producer's own hold on ``topic`` in the metadata, taken once; taken again

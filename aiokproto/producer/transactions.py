@@ -605,6 +605,11 @@ class TransactionManager:
         kafka_error = error if isinstance(error, KafkaError) else KafkaError(str(error))
         self._fail_with(kafka_error)
 
+    def records_failed(self, error: KafkaError) -> None:
+        """Records of the transaction failed before they reached a batch (their topic
+        never appeared in metadata): it cannot commit."""
+        self._fail_with(error)
+
     def _fail_with(self, error: KafkaError) -> None:
         """The transaction cannot commit: what is not sent yet never will be."""
         if self.state.state is Txn.FATAL_ERROR:

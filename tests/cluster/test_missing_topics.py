@@ -61,7 +61,9 @@ async def test_a_send_to_a_missing_topic_warns_once_at_once(
         bootstrap_servers=kafka.bootstrap_servers, allow_auto_create_topics=False, max_block_ms=1000
     ) as producer:
         with Warned(topic_name) as warned:
-            sends = [asyncio.ensure_future(producer.send(topic_name, b"v")) for _ in range(20)]
+            sends = [
+                asyncio.ensure_future(producer.send_and_wait(topic_name, b"v")) for _ in range(20)
+            ]
             # at once, long before max_block_ms runs out
             await asyncio.wait_for(warned.wait(), 0.9)
         outcomes = await asyncio.gather(*sends, return_exceptions=True)
@@ -75,7 +77,7 @@ async def test_a_send_to_a_missing_topic_warns_once_at_once(
         assert re.search(r"waiting for it until \d\d:\d\d:\d\d \(max_block_ms=1000\)", text)
         # a later wait (the first one is over) says it again
         with pytest.raises(KafkaTimeoutError):
-            await producer.send(topic_name, b"again")
+            await producer.send_and_wait(topic_name, b"again")
         assert len(warnings_about(caplog, topic_name)) == 2
 
 

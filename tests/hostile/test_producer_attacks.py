@@ -58,6 +58,7 @@ async def test_stop_wakes_a_send_waiting_for_an_unknown_partition() -> None:
     async with FakeCluster(nodes=1, partitions=1, hook=silent, metadata_delay=delay) as fake:
         p = Producer(bootstrap_servers=fake.bootstrap, linger_ms=0, **FAST)
         await p.start()
+        await p.partitions_for(TOPIC)  # known: the sends below do not wait in a queue
         await p.send(TOPIC, b"pending")  # keeps stop() busy delivering
         waiting = asyncio.ensure_future(p.send(TOPIC, b"late", partition=3))
         await asyncio.sleep(0.3)
@@ -248,6 +249,7 @@ async def test_cancelling_send_and_send_batch_at_every_await_buffers_nothing(
         await p.start()
         acc = p._acc
         try:
+            await p.partitions_for(TOPIC)  # known: records are buffered at once
             # fill the buffer: later calls wait for space
             while acc.used + 1100 < acc.limit:
                 await p.send(TOPIC, b"x" * 1000, partition=0)
@@ -255,7 +257,8 @@ async def test_cancelling_send_and_send_batch_at_every_await_buffers_nothing(
                 lambda: p.send(TOPIC, b"y" * 1000, partition=1),
                 lambda: p.send_batch(TOPIC, [b"z" * 500] * 3, partition=1),
                 lambda: p.send(TOPIC, b"w", partition=7),  # unknown partition: metadata
-                lambda: p.send("other-topic", b"v"),  # unknown topic: metadata
+                # unknown topic: its record waits for space before its topic's queue
+                lambda: p.send("other-topic", b"v" * 1000),
             ]
             for make in calls:
                 for delay in (0, 0.001, 0.05):

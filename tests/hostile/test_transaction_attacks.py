@@ -333,15 +333,14 @@ async def test_a_send_waiting_across_an_abort_does_not_land_in_the_next_transact
     await create_topic(kafka.bootstrap_servers, other)
     async with txn_producer(kafka) as p, asyncio.timeout(40):
         await p.begin_transaction()
-        late = asyncio.ensure_future(p.send(other, b"of-aborted-txn"))
-        await asyncio.sleep(0)  # the send is waiting for the metadata of `other`
+        late = await p.send(other, b"of-aborted-txn")  # waits for the metadata of `other`
         assert not late.done()
         await p.abort_transaction()
         await p.begin_transaction()
         await p.send(topic_name, b"txn-2")
         outcome: BaseException | None = None
         try:
-            await (await late)
+            await late
         except KafkaError as exc:
             outcome = exc
         await p.commit_transaction()

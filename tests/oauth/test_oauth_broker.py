@@ -208,6 +208,30 @@ def test_the_cli_logs_in_with_its_oauth_flags(
     assert '"brokers"' in run.stdout
 
 
+def test_a_cli_timeout_shorter_than_the_token_retries_names_the_token_error(
+    kafka_oauth: LocalKafka,
+) -> None:
+    """--timeout 3 ends the wait while the token fetch still retries (10 s budget):
+    the error must say why the broker never answered, not only that it did not."""
+    (port,) = free_ports(1)  # nothing listens there
+    started = time.monotonic()
+    run = cli(
+        "cluster", "describe",
+        "-b", kafka_oauth.bootstrap("SASL_PLAINTEXT"),
+        "--security-protocol", "SASL_PLAINTEXT",
+        "--sasl-mechanism", "OAUTHBEARER",
+        "--sasl-oauthbearer-token-endpoint-url", f"http://127.0.0.1:{port}/oauth2/token",
+        "--sasl-oauthbearer-client-id", "kafka-client",
+        "--timeout", "3",
+        env={"AIOKPROTO_SASL_OAUTHBEARER_CLIENT_SECRET": "s"},
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "BootstrapError" in run.stderr, run.stderr
+    assert "OAuth token fetch was still retrying" in run.stderr, run.stderr
+    assert "cannot reach the token endpoint" in run.stderr, run.stderr
+    assert time.monotonic() - started < 12
+
+
 @full_only
 async def test_an_expiring_token_is_refreshed_and_the_session_reauthenticated(
     kafka_oauth: LocalKafka, oidc_server: LocalOidcServer

@@ -156,13 +156,14 @@ async def test_a_send_batch_larger_than_buffer_memory_goes_in_whole(
 async def test_stop_while_a_send_waits_for_metadata_fails_it_at_once(
     kafka: Any, topic_name: str
 ) -> None:
-    # The topic does not exist and is not auto-created: send() waits for metadata.
+    # The topic does not exist and is not auto-created: send() returns at once and its
+    # record waits for metadata; send_batch() waits for it.
     p = producer(kafka, max_block_ms=30_000, allow_auto_create_topics=False)
     await p.start()
-    waiting = asyncio.ensure_future(p.send(topic_name, b"late"))
+    waiting = await p.send(topic_name, b"late")
     batch_waiting = asyncio.ensure_future(p.send_batch(topic_name, [b"late"]))
     await asyncio.sleep(0.3)
-    assert not waiting.done()
+    assert not waiting.done() and not batch_waiting.done()
     async with asyncio.timeout(5):
         await p.stop()
         with pytest.raises(IllegalStateError):

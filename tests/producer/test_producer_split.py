@@ -132,6 +132,7 @@ async def test_an_abortable_transaction_fails_sends_at_once_and_aborts_cleanly(
         **{**FAST, "max_block_ms": 60_000},
     ) as producer:
         loop = asyncio.get_running_loop()
+        await producer.partitions_for(topic_name)  # known: the records go in at once
         await producer.begin_transaction()
         big = await producer.send(topic_name, b"B" * 150_000)
         # buffered behind it (they fill the memory): one send ends up waiting for space

@@ -177,6 +177,21 @@ async def test_server_errors_are_retried_with_backoff_then_succeed() -> None:
     assert 0.15 <= time.monotonic() - started < 1.5  # waited 50 + 100 ms
 
 
+async def test_the_last_failure_is_kept_while_retrying_and_cleared_by_a_token() -> None:
+    # a connect deadline shorter than the retries reads it to say why (BootstrapError)
+    endpoint = Endpoint()
+    endpoint.reply = lambda n: endpoint.token() if n == 3 else httpx.Response(503, text="busy")
+    tokens = make(endpoint, retry_backoff_ms=200, retry_backoff_max_ms=2000)
+    security = SecurityConfig(sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=tokens)
+    fetch = asyncio.ensure_future(tokens.token())
+    await asyncio.sleep(0.1)  # the first attempt failed; the second is 200 ms away
+    assert len(endpoint.requests) == 1 and not fetch.done()
+    assert "HTTP 503" in str(security.login_trouble())
+    assert SecurityConfig().login_trouble() is None  # PLAIN: no token provider
+    await fetch
+    assert tokens.last_failure is None and security.login_trouble() is None
+
+
 async def test_retries_stop_at_the_backoff_maximum() -> None:
     endpoint = Endpoint(lambda n: httpx.Response(500, text="down"))
     started = time.monotonic()

@@ -1,0 +1,106 @@
+"""PendingTopic: records sent before their topic's metadata was known keep their
+handles once placed on real batches (issue 33)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from aiokproto.errors import KafkaError, KafkaTimeoutError, UnknownTopicOrPartitionError
+from aiokproto.producer.batch import BatchResult, ProducerBatch
+from aiokproto.producer.delivery import OnDelivery
+from aiokproto.producer.pending import PendingTopic, detached_batch, failed_place
+
+
+def _batch(partition: int) -> ProducerBatch:
+    return detached_batch("t", partition, asyncio.get_running_loop())
+
+
+async def test_handles_read_their_own_batch_once_placed() -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    a = pt.add(1000, b"k0", b"v0", None, 50, None, 0)
+    b = pt.add(1001, None, b"value", None, 60, None, 0)
+    c = pt.add(1002, b"k2", None, None, 40, 3, 0)
+    assert len(pt) == 3 and pt.charge == 150
+    assert not a.done()
+    p0, p3 = _batch(0), _batch(3)
+    pt.settle([(p0, 5), (p0, 6), (p3, 0)])
+    assert not a.done()  # placed, not delivered
+    p0.future.set_result(BatchResult(100, -1, 0))
+    await asyncio.sleep(0)
+    assert not a.done()  # the parent waits for every batch holding its records
+    p3.future.set_result(BatchResult(7, -1, 0))
+    await asyncio.sleep(0)
+    ma, mb, mc = await a, await b, await c
+    assert (ma.partition, ma.offset, ma.timestamp) == (0, 105, 1000)
+    assert (mb.partition, mb.offset, mb.serialized_key_size) == (0, 106, -1)
+    assert (mc.partition, mc.offset, mc.serialized_value_size) == (3, 7, -1)
+    assert mb.topic == "t"
+
+
+async def test_a_record_that_could_not_be_placed_fails_alone() -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    good = pt.add(1, None, b"v", None, 10, None, 0)
+    bad = pt.add(2, None, b"v", None, 10, 9, 0)
+    p1 = _batch(1)
+    loop = asyncio.get_running_loop()
+    pt.settle([(p1, 0), failed_place("t", UnknownTopicOrPartitionError("no 9"), loop)])
+    p1.future.set_result(BatchResult(4, -1, 0))
+    await asyncio.sleep(0)
+    assert (await good).offset == 4
+    with pytest.raises(UnknownTopicOrPartitionError, match="no 9"):
+        await bad
+    assert pt.parent.future.exception() is not None  # the first failed record's error
+
+
+async def test_fail_fails_every_handle_and_callbacks_see_it() -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    seen: list[tuple[KafkaError | None, object]] = []
+    handles = [pt.add(i, None, b"v", None, 10, None, 0) for i in range(3)]
+    handles[1].add_done_callback(OnDelivery(lambda e, m: seen.append((e, m))))
+    pt.fail(KafkaTimeoutError("topic 't' not present in metadata"))
+    await asyncio.sleep(0)
+    for h in handles:
+        with pytest.raises(KafkaTimeoutError):
+            await h
+    assert len(seen) == 1 and isinstance(seen[0][0], KafkaTimeoutError) and seen[0][1] is None
+
+
+async def test_callbacks_of_placed_records_get_their_partition() -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    seen: list[tuple[int, int]] = []
+    for i in range(4):
+        h = pt.add(i, bytes([i]), b"v", None, 10, None, 0)
+        h.add_done_callback(OnDelivery(lambda e, m: seen.append((m.partition, m.offset))))
+    batches = [_batch(p) for p in range(2)]
+    pt.settle([(batches[i % 2], i // 2) for i in range(4)])
+    for p, b in enumerate(batches):
+        b.future.set_result(BatchResult(10 * p, -1, 0))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert seen == [(0, 0), (1, 10), (0, 1), (1, 11)]
+
+
+async def test_settle_on_batches_already_done_resolves_at_once() -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    h = pt.add(1, None, b"v", None, 10, None, 0)
+    b = _batch(2)
+    b.future.set_result(BatchResult(3, -1, 0))
+    pt.settle([(b, 0)])
+    assert pt.parent.future.done()
+    assert (await h).offset == 3
+
+
+async def test_a_cancelled_handle_leaves_the_others() -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    first, second = (pt.add(i, None, b"v", None, 10, None, 0) for i in range(2))
+    assert first.cancel()
+    assert first.cancelled() and not second.done()
+    b = _batch(0)
+    pt.settle([(b, 0), (b, 1)])
+    b.future.set_result(BatchResult(0, -1, 0))
+    await asyncio.sleep(0)
+    assert (await second).offset == 1
+    with pytest.raises(asyncio.CancelledError):
+        await first
