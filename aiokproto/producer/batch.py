@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple
 
 from aiokproto.errors import KafkaError
@@ -171,22 +171,24 @@ def settle_parents(piece: ProducerBatch) -> None:
         split.pending -= 1
         if split.pending:
             return
-        future = parent.future
-        if not future.done():
-            error: BaseException | None = None
-            for each in split.pieces:
-                if each.future.cancelled():
-                    error = KafkaError(f"{each} was cancelled")
-                else:
-                    error = each.future.exception()
-                if error is not None:
-                    break
-            if error is None:
-                future.set_result(SPLIT_DONE)
-            else:
-                future.set_exception(error)
-                future.exception()  # a record handle may never be awaited
+        settle_from(parent, split.pieces)
         parent = parent.parent
+
+
+def settle_from(parent: ProducerBatch, pieces: Iterable[ProducerBatch]) -> None:
+    """Resolve ``parent`` once its records' batches (``pieces``, all resolved) are:
+    the first failed one's error, else done."""
+    future = parent.future
+    if future.done():
+        return
+    for each in pieces:
+        f = each.future
+        error = KafkaError(f"{each} was cancelled") if f.cancelled() else f.exception()
+        if error is not None:
+            future.set_exception(error)
+            future.exception()  # a record handle may never be awaited
+            return
+    future.set_result(SPLIT_DONE)
 
 
 def split_records(

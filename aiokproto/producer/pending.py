@@ -21,13 +21,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from aiokproto.errors import KafkaError
 from aiokproto.producer.batch import (
-    SPLIT_DONE,
     BatchResult,
     PartitionQueue,
     ProducerBatch,
     Split,
+    settle_from,
 )
 from aiokproto.producer.delivery import DeliveryFuture
 from aiokproto.records.record import Header
@@ -126,18 +125,5 @@ class PendingTopic:
 def _resolve(parent: ProducerBatch, places: list[tuple[ProducerBatch, int]]) -> None:
     """The parent's future once every record's batch is resolved: the first failed
     record's error, else done (each record's own outcome stays in its batch)."""
-    future = parent.future
-    if future.done():
-        return
-    error: BaseException | None = None
-    for batch, _ in places:
-        f = batch.future
-        error = KafkaError("the record's batch was cancelled") if f.cancelled() else f.exception()
-        if error is not None:
-            break
-    if error is None:
-        future.set_result(SPLIT_DONE)
-    else:
-        future.set_exception(error)
-        future.exception()
+    settle_from(parent, (batch for batch, _ in places))
 

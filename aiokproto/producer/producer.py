@@ -732,15 +732,8 @@ class Producer(StartStop, Generic[SK, SV]):
             if pq is None:
                 pq = await self._partition_queue(ts, partition)
                 waited = True
-        elif key is None and self._partitioner is None:
-            sticky = ts.sticky
-            pq = ts.sticky_queue
-            if pq is not None and sticky.left > 0:
-                sticky.left -= charge
-            else:
-                pq = ts.choose_sticky(charge)
         else:
-            pq = ts.queues[self._choose(ts, key, charge)]  # type: ignore[arg-type]
+            pq = self._queue_for(ts, key, charge)  # type: ignore[arg-type]
         acc = self._acc
         if acc.used + self._reserved + charge > acc.limit or self._space_queue:
             await self._wait_for_space(charge)
@@ -1336,6 +1329,18 @@ class Producer(StartStop, Generic[SK, SV]):
 
     # -- partitions -----------------------------------------------------------------
 
+    def _queue_for(self, ts: _TopicState, key: bytes | None, charge: int) -> PartitionQueue:
+        """The queue of a record without an explicit partition: the sticky one while
+        its budget lasts (keyless, no partitioner), else the one chosen."""
+        if key is None and self._partitioner is None:
+            sticky = ts.sticky
+            pq = ts.sticky_queue
+            if pq is not None and sticky.left > 0:
+                sticky.left -= charge
+                return pq
+            return ts.choose_sticky(charge)
+        return ts.queues[self._choose(ts, key, charge)]
+
     def _choose(self, ts: _TopicState, key: bytes | None, charge: int) -> int:
         if self._partitioner is not None:
             part = self._partitioner(key, ts.partitions, ts.available)
@@ -1545,15 +1550,8 @@ class Producer(StartStop, Generic[SK, SV]):
                             f"topic {ts.name!r} has no partition {partition} (it has "
                             f"{ts.count} partitions)"
                         )
-                elif key is None and self._partitioner is None:
-                    sticky = ts.sticky
-                    pq = ts.sticky_queue
-                    if pq is not None and sticky.left > 0:
-                        sticky.left -= charge
-                    else:
-                        pq = ts.choose_sticky(charge)
                 else:
-                    pq = ts.queues[self._choose(ts, key, charge)]
+                    pq = self._queue_for(ts, key, charge)
             except Exception as exc:  # KafkaError, or a custom partitioner's own
                 error = exc if isinstance(exc, KafkaError) else KafkaError(
                     f"choosing the record's partition raised {exc!r}"
