@@ -149,6 +149,10 @@ class Sender:
         self._config = config
         self._loop = asyncio.get_running_loop()
         self._node_in_flight: dict[int, int] = {}
+        # request tasks per broker that have not yet reached conn.send(): while one
+        # waits (to start, for the connection), a later request must not be written
+        # now, or it overtakes the earlier one (send() keeps the order of its callers)
+        self._unwritten: dict[int, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._answers: set[_Answer] = set()  # requests written by send_now, unanswered
         self._expiry = _InFlightExpiry(self._loop, options.delivery_timeout_ms)
@@ -302,11 +306,16 @@ class Sender:
     def _dispatch(self, node: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot) -> None:
         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
         conn = self._client.open_connection(node, "produce")
-        if conn is not None and conn.ready_now(self._opts.acks != 0):
+        if (
+            conn is not None
+            and not self._unwritten.get(node)
+            and conn.ready_now(self._opts.acks != 0)
+        ):
             # written in this step: no task and no loop pass of its own (at linger 0,
             # one request per record, that was a loop pass and a task per record)
             self._produce_now(conn, node, batches, snapshot)
             return
+        self._unwritten[node] = self._unwritten.get(node, 0) + 1
         task = self._loop.create_task(self._produce(node, batches, snapshot))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -319,7 +328,13 @@ class Sender:
         watched = self._expiry.watch(batches)
         try:
             try:
-                conn = await self._client.connection(node, "produce")
+                try:
+                    conn = await self._client.connection(node, "produce")
+                finally:
+                    # no suspension from here into conn.send(), which then holds the
+                    # connection's FIFO write order (a task cancelled before it ran
+                    # leaves its count: only close() cancels them)
+                    self._unwritten[node] -= 1
                 prepared = self._prepare(conn, batches, snapshot)
                 if prepared is None:
                     return

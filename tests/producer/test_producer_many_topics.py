@@ -25,8 +25,8 @@ from aiokproto.producer import Producer
 from aiokproto.producer.partitioner import partition_for_key
 from tests.producer.helpers import FAST
 
-TOPICS = 200
-PARTITIONS = 4
+TOPICS = 100
+PARTITIONS = 3
 
 
 async def _create(bootstrap: str, names: list[str], partitions: int = PARTITIONS) -> None:
