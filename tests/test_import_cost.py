@@ -71,6 +71,19 @@ def test_version_flag_imports_neither_click_nor_a_client() -> None:
     assert not [m for m in loaded if m.startswith(("aiokproto.producer", "aiokproto.admin"))]
 
 
+def test_help_imports_no_sub_command_and_no_client() -> None:
+    # the root's --help lists the sub-commands from aiokproto.cli.app.COMMANDS
+    code = (
+        "import sys\nsys.argv = ['aiokproto', '--help']\nfrom aiokproto.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code"
+    )
+    loaded = modules_after(code)
+    assert "aiokproto.cli.app" in loaded and "click" in loaded
+    assert not [m for m in loaded if m.startswith(("aiokproto.producer", "aiokproto.admin"))]
+    assert not [m for m in loaded if m.startswith(("aiokproto.consumer", "aiokproto.net"))]
+    assert not {"aiokproto.cli.common", "aiokproto.cli.io", "aiokproto.cli.topics"} & set(loaded)
+
+
 def test_lazy_names_resolve_to_the_defining_modules() -> None:
     from aiokproto.admin import Admin
     from aiokproto.share import ShareConsumer
