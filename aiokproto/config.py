@@ -12,7 +12,6 @@ ignores them with a warning (``AIOKAFKA_IGNORED``), so such code runs unchanged.
 
 from __future__ import annotations
 
-import difflib
 import ssl
 import warnings
 from collections.abc import Iterable, Mapping
@@ -228,6 +227,8 @@ def _translate(options: Mapping[str, Any], known: frozenset[str], owner: str) ->
 
 def _unknown(owner: str, unknown: Iterable[str], known: frozenset[str]) -> KafkaConfigError:
     """The error for unknown option names, with the closest valid name for each typo."""
+    import difflib  # ~1 ms that only a misspelled option needs
+
     candidates = sorted(known | {a for a, t in AIOKAFKA_RENAMED.items() if t in known})
     parts = []
     for name in sorted(unknown):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from aiokproto.admin.types import ScramMechanism
@@ -21,5 +20,7 @@ def salted_password(
 
     The output length is the hash size, as RFC 5802 defines Hi.
     """
+    import hashlib  # OpenSSL's, ~2 ms: loaded by the Admin's SCRAM calls only
+
     secret = password.encode("utf-8") if isinstance(password, str) else password
     return hashlib.pbkdf2_hmac(mechanism.hash_name, secret, salt, iterations)

@@ -33,7 +33,6 @@ from aiokproto.errors import (
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.net.connection import BrokerConnection, Purpose
 from aiokproto.protocol.base import Request
-from aiokproto.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +225,9 @@ class ClusterClient:
         connection at the first other request: a plain "closed by the peer", retried
         until default_api_timeout_ms ran out. Asked on a fresh connection, it answers
         SaslHandshake with its mechanisms (a listener without SASL: ILLEGAL_SASL_STATE)."""
+        # imported here: only a bootstrap that failed asks, not every client's import
+        from aiokproto.protocol.messages.sasl_handshake import SaslHandshakeRequest
+
         probe = BrokerConnection(host, port, self._conn_config, node_id=-1, purpose="default")
         try:
             async with asyncio.timeout(_SASL_PROBE_S):

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokproto.cluster.snapshot import BrokerInfo
 from aiokproto.errors import KafkaConnectionError, KafkaError, for_code
-from aiokproto.protocol.messages.find_coordinator import FindCoordinatorRequest
 
 if TYPE_CHECKING:
     from aiokproto.config import ClientConfig
@@ -122,6 +121,10 @@ class CoordinatorCache:
             fut.exception()  # the leader may be the only waiter and already gone
 
     async def _lookup(self, key_type: int, keys: list[str]) -> dict[str, BrokerInfo | KafkaError]:
+        # the codec loads with the first lookup (a group or a transaction), not with
+        # every client: a plain producer never asks
+        from aiokproto.protocol.messages.find_coordinator import FindCoordinatorRequest
+
         client = self._client
         node = client.least_loaded_node()
         conn = await client.connection(node)

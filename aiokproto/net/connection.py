@@ -50,8 +50,6 @@ from aiokproto.protocol.headers import (
 )
 from aiokproto.protocol.messages import API_NAMES
 from aiokproto.protocol.messages.api_versions import ApiVersionsRequest
-from aiokproto.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
-from aiokproto.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from aiokproto.soonest import SoonestTimer
 
 if TYPE_CHECKING:
@@ -956,6 +954,10 @@ class BrokerConnection:
                 f"{security.sasl_mechanism} for {self.host}:{self.port}: "
                 f"{waited_for} within {limit_ms} ms (request_timeout_ms)"
             ) from None
+        # the SASL codecs load with the first SASL connection, not with every client
+        from aiokproto.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+        from aiokproto.protocol.messages.sasl_handshake import SaslHandshakeRequest
+
         handshake = await self._roundtrip(SaslHandshakeRequest(mechanism=mechanism.name))
         if handshake.error_code:
             raise for_code(handshake.error_code)(

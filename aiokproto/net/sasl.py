@@ -10,9 +10,6 @@ pass itself off as the broker.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
-import secrets
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -81,6 +78,11 @@ class ScramMechanism:
     def __init__(self, name: str, username: str, password: str, nonce: str | None = None) -> None:
         if name not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise ValueError(f"unknown SCRAM mechanism {name!r}")
+        # hashlib (OpenSSL's), hmac and secrets load with the first SCRAM exchange, not
+        # with every client's import
+        import hashlib
+        import secrets
+
         self.name = name
         self._hash = hashlib.sha256 if name == "SCRAM-SHA-256" else hashlib.sha512
         self._hash_name = "sha256" if name == "SCRAM-SHA-256" else "sha512"
@@ -102,6 +104,9 @@ class ScramMechanism:
         return None
 
     def _client_final(self, server_first: bytes) -> bytes:
+        import hashlib
+        import hmac
+
         attrs = _parse_attributes(server_first, self.name)
         if "e" in attrs:
             raise KafkaAuthenticationError(f"{self.name}: broker refused: {attrs['e']}")
@@ -129,6 +134,8 @@ class ScramMechanism:
         return f"{final_bare},p={base64.b64encode(proof).decode()}".encode()
 
     def _verify_server_final(self, server_final: bytes) -> None:
+        import hmac
+
         attrs = _parse_attributes(server_final, self.name)
         if "e" in attrs:
             raise KafkaAuthenticationError(f"{self.name}: broker refused: {attrs['e']}")

@@ -7,9 +7,9 @@ import inspect
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aiokproto.errors import KafkaAuthenticationError, KafkaConfigError, KafkaError
-from aiokproto.net.kerberos import KerberosSettings, load_gssapi, start_exchange
 from aiokproto.net.sasl import (
     MECHANISMS,
     OAuthBearerMechanism,
@@ -18,6 +18,9 @@ from aiokproto.net.sasl import (
     ScramMechanism,
     TokenProvider,
 )
+
+if TYPE_CHECKING:
+    from aiokproto.net.kerberos import KerberosSettings
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -86,6 +89,8 @@ class SecurityConfig:
                 if self.sasl_oauth_token_provider is None:
                     raise KafkaConfigError("OAUTHBEARER needs sasl_oauth_token_provider")
             elif self.sasl_mechanism == "GSSAPI":
+                from aiokproto.net.kerberos import load_gssapi
+
                 # fail at construction: bad options, no gssapi (the install line)
                 self.kerberos.check_library(load_gssapi())
             elif self.sasl_plain_username is None or self.sasl_plain_password is None:
@@ -95,6 +100,9 @@ class SecurityConfig:
 
     @property
     def kerberos(self) -> KerberosSettings:
+        # Kerberos (and its thread pool, hashlib) is imported by GSSAPI users only
+        from aiokproto.net.kerberos import KerberosSettings
+
         return KerberosSettings(
             service_name=self.sasl_kerberos_service_name,
             domain_name=self.sasl_kerberos_domain_name,
@@ -144,6 +152,8 @@ class SecurityConfig:
         """A fresh mechanism for one authentication exchange with ``host``."""
         name = self.sasl_mechanism
         if name == "GSSAPI":
+            from aiokproto.net.kerberos import start_exchange
+
             return await start_exchange(self.kerberos, host)
         if name == "OAUTHBEARER":
             assert self.sasl_oauth_token_provider is not None

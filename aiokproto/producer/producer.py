@@ -77,7 +77,6 @@ from aiokproto.producer.options import (
 from aiokproto.producer.partitioner import PartitionerFn, StickyPartitioner, partition_for_key
 from aiokproto.producer.pending import PendingTopic, failed_place
 from aiokproto.producer.sender import Sender
-from aiokproto.producer.transactions import TransactionManager
 from aiokproto.producer.txn_state import Txn
 from aiokproto.records.record import Header
 from aiokproto.reprs import client_repr, connection_fields
@@ -99,6 +98,7 @@ from aiokproto.telemetry.reporter import TelemetryReporter
 
 if TYPE_CHECKING:
     import aiokproto.options  # TypedDicts for annotations only: ~2 ms to build
+    from aiokproto.producer.transactions import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -441,6 +441,10 @@ class Producer(StartStop, Generic[SK, SV]):
             sender_box.append(sender)
             txn = None
             if self.options.transactional_id is not None:
+                # imported here: it and its four transaction codecs cost an idempotent
+                # or plain producer's import ~10 ms (tests/test_import_cost.py)
+                from aiokproto.producer.transactions import TransactionManager
+
                 txn = TransactionManager(
                     client,
                     acc,

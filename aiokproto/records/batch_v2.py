@@ -20,8 +20,6 @@ import struct
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
-from crc32c import crc32c
-
 from aiokproto.accel import native as _native
 from aiokproto.errors import (
     CorruptRecordError,
@@ -34,6 +32,7 @@ from aiokproto.protocol.varint import (
 )
 from aiokproto.records import compression as _compression
 from aiokproto.records.control import ControlRecord, decode_control_record
+from aiokproto.records.crc import crc32c
 from aiokproto.records.decode import MIN_RECORD, decode_batch
 from aiokproto.records.record import CREATE_TIME, LOG_APPEND_TIME, Header, Record
 

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from uuid import UUID
 
 from aiokproto.cluster.client import ClusterClient
@@ -34,8 +34,10 @@ from aiokproto.protocol.messages.get_telemetry_subscriptions import (
 )
 from aiokproto.protocol.messages.push_telemetry import PushTelemetryRequest
 from aiokproto.protocol.primitives import ZERO_UUID
-from aiokproto.telemetry.payload import TelemetryCollector, build_payload
 from aiokproto.telemetry.state import Input, State, Subscription, TelemetryMachine
+
+if TYPE_CHECKING:
+    from aiokproto.telemetry.payload import TelemetryCollector
 
 # the logger name docs/guides/logging.md documents, kept when the module left
 # aiokproto/metrics/ (issue 32), so logging configurations keep working
@@ -73,7 +75,8 @@ class TelemetryReporter:
         self._resource = tuple((k, str(v)) for k, v in (resource or {}).items() if v is not None)
         self._close_timeout = close_timeout_s
         self.machine = TelemetryMachine(retry_s=config.retry_backoff_max_ms / 1000)
-        self._collector = TelemetryCollector(time.time_ns())
+        self._start_ns = time.time_ns()  # the start of every cumulative sum
+        self._collector: TelemetryCollector | None = None  # made by the first push
         self._task: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
         self._node: int | None = None  # the broker in use; None: pick one
@@ -230,6 +233,12 @@ class TelemetryReporter:
         sub = machine.subscription
         assert sub is not None  # PUSH_NEEDED comes only from a subscription
         terminating = machine.state is State.TERMINATING_PUSH_NEEDED
+        # imported here: the OTLP encoder is needed only once a broker asks for metrics
+        # (most have no client-metrics subscription), not by every client's import
+        from aiokproto.telemetry.payload import TelemetryCollector, build_payload
+
+        if self._collector is None:
+            self._collector = TelemetryCollector(self._start_ns)
         collected = self._collector.collect(
             self._registry.snapshot(), sub.selector, sub.delta_temporality, time.time_ns()
         )

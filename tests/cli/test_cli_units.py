@@ -110,3 +110,33 @@ async def test_consume_timeout_counts_from_the_assignment() -> None:
         Joining(), RecordFormatter("{value}"), None, asyncio.Event(), {}, 0.3  # type: ignore[arg-type]
     )
     assert seen == 0 and time.monotonic() - began >= 0.85
+
+
+def test_the_root_help_lists_each_command_as_its_own_help_would() -> None:
+    """``aiokproto --help`` lists the sub-commands from ``COMMANDS`` without importing
+    them (tests/test_import_cost.py): the text kept there is each command's first help
+    paragraph, and the listing is Click's own for the loaded commands, at any width."""
+    import inspect
+
+    import click
+
+    from aiokproto.cli import app
+
+    lazy = app._LazyGroup("aiokproto")  # nothing loaded yet
+    eager = click.Group("aiokproto")
+    loader = app._LazyGroup("loader")
+    for name, (_module, text) in app.COMMANDS.items():
+        command = loader.get_command(click.Context(loader), name)
+        assert command is not None and command.help is not None
+        assert inspect.cleandoc(command.help).split("\n\n")[0] == text, name
+        eager.add_command(command, name)
+    assert not lazy.commands
+    for width in (50, 80, 100):
+        listings = []
+        for group in (lazy, eager):
+            formatter = click.HelpFormatter(width=width)
+            group.format_commands(click.Context(group), formatter)
+            listings.append(formatter.getvalue())
+        assert listings[0] == listings[1], width
+        assert all(f"  {name} " in listings[0] for name in app.COMMANDS)
+    assert lazy.get_command(click.Context(lazy), "no-such-command") is None
