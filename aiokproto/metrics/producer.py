@@ -9,10 +9,12 @@ failure as errors.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from aiokproto.metrics.registry import MetricsRegistry
+from aiokproto.metrics.registry import MetricName, MetricsRegistry
+from aiokproto.metrics.sensor import Sensor
 
 if TYPE_CHECKING:
     from aiokproto.producer.batch import ProducerBatch
@@ -20,22 +22,54 @@ if TYPE_CHECKING:
 GROUP = "producer-metrics"
 TOPIC_GROUP = "producer-topic-metrics"
 _RATE_TOTAL = ("rate", "total")
+#: what each topic's ``_TopicSensors.read`` returns, in order
+_TOPIC_NAMES = (
+    "record-send-rate", "record-send-total", "byte-rate", "byte-total",
+    "record-error-rate", "record-error-total", "record-retry-rate", "record-retry-total",
+    "compression-rate-avg",
+)  # fmt: skip
+_monotonic = time.monotonic
 
 
 class _TopicSensors:
-    __slots__ = ("bytes", "compression", "errors", "retries", "sends")
+    """One topic's sensors. Made when the producer first sends to the topic, so it
+    costs little (a service's cold start meets hundreds of topics at once): the error
+    and retry sensors are made when first recorded or read (with the topic's start,
+    so they read as if made with it) and the metric names on the first read."""
 
-    def __init__(self, reg: MetricsRegistry, topic: str) -> None:
-        self.sends = reg.sensor()
-        self.bytes = reg.sensor()
-        self.errors = reg.sensor()
-        self.retries = reg.sensor()
-        self.compression = reg.sensor()
-        reg.publish(self.sends, "record-send", TOPIC_GROUP, _RATE_TOTAL, topic=topic)
-        reg.publish(self.bytes, "byte", TOPIC_GROUP, _RATE_TOTAL, topic=topic)
-        reg.publish(self.errors, "record-error", TOPIC_GROUP, _RATE_TOTAL, topic=topic)
-        reg.publish(self.retries, "record-retry", TOPIC_GROUP, _RATE_TOTAL, topic=topic)
-        reg.publish(self.compression, "compression-rate", TOPIC_GROUP, ("avg",), topic=topic)
+    __slots__ = ("_errors", "_retries", "bytes", "compression", "names", "sends", "start")
+
+    def __init__(self, reg: MetricsRegistry) -> None:
+        self.start = start = _monotonic()
+        self.sends = reg.sensor(start)
+        self.bytes = reg.sensor(start)
+        self.compression = reg.sensor(start)
+        self._errors: Sensor | None = None
+        self._retries: Sensor | None = None
+        self.names: tuple[MetricName, ...] = ()
+
+    def errors(self, reg: MetricsRegistry) -> Sensor:
+        if self._errors is None:
+            self._errors = reg.sensor(self.start)
+        return self._errors
+
+    def retries(self, reg: MetricsRegistry) -> Sensor:
+        if self._retries is None:
+            self._retries = reg.sensor(self.start)
+        return self._retries
+
+    def read(self, reg: MetricsRegistry, topic: str, now: float) -> dict[MetricName, float]:
+        """The topic's metrics, as ``publish`` would name them (Java's
+        ``producer-topic-metrics``, tagged ``client-id`` and ``topic``)."""
+        if not self.names:
+            self.names = tuple(reg.name(name, TOPIC_GROUP, topic=topic) for name in _TOPIC_NAMES)
+        sends, size, errors, retries = self.sends, self.bytes, self.errors(reg), self.retries(reg)
+        values = (
+            sends.rate(now), sends.sum_total, size.rate(now), size.sum_total,
+            errors.rate(now), errors.sum_total, retries.rate(now), retries.sum_total,
+            self.compression.avg(now),
+        )  # fmt: skip
+        return dict(zip(self.names, values, strict=True))
 
 
 class ProducerMetrics:
@@ -50,6 +84,7 @@ class ProducerMetrics:
         self.queue_time = reg.sensor()
         self.per_request = reg.sensor()
         self.throttle = reg.sensor()
+        reg.family(self._read_topics)
         reg.publish(self.sends, "record-send", GROUP, _RATE_TOTAL, "records sent")
         reg.publish(self.errors, "record-error", GROUP, _RATE_TOTAL, "records that failed")
         reg.publish(self.retries, "record-retry", GROUP, _RATE_TOTAL, "records sent again")
@@ -78,13 +113,20 @@ class ProducerMetrics:
     def _topic(self, topic: str) -> _TopicSensors:
         found = self._topics.get(topic)
         if found is None:
-            found = self._topics[topic] = _TopicSensors(self.registry, topic)
+            found = self._topics[topic] = _TopicSensors(self.registry)
         return found
+
+    def _read_topics(self, now: float) -> dict[MetricName, float]:
+        """``producer-topic-metrics`` of every topic sent to: named and computed when
+        read, not when the topic is first seen."""
+        reg, out = self.registry, {}
+        for topic, sensors in list(self._topics.items()):
+            out.update(sensors.read(reg, topic, now))
+        return out
 
     def forget_topic(self, topic: str) -> None:
         """Drop a topic's metrics (the producer no longer uses it)."""
-        if self._topics.pop(topic, None) is not None:
-            self.registry.remove(TOPIC_GROUP, topic=topic)
+        self._topics.pop(topic, None)
 
     def batches_sent(self, batches: list[ProducerBatch], now: float) -> None:
         """Batches leaving for the first time together (built, ``now`` on the loop's
@@ -155,11 +197,11 @@ class ProducerMetrics:
 
     def batch_retried(self, batch: ProducerBatch) -> None:
         self.retries.record(batch.record_count)
-        self._topic(batch.topic).retries.record(batch.record_count)
+        self._topic(batch.topic).retries(self.registry).record(batch.record_count)
 
     def batch_failed(self, batch: ProducerBatch) -> None:
         self.errors.record(batch.record_count)
-        self._topic(batch.topic).errors.record(batch.record_count)
+        self._topic(batch.topic).errors(self.registry).record(batch.record_count)
 
     def request_sent(self, records: int) -> None:
         self.per_request.record(records)

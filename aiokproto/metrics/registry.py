@@ -128,8 +128,8 @@ class MetricsRegistry:
         pairs += [(k.replace("_", "-"), str(v)) for k, v in tags.items()]
         return MetricName(name, group, tuple(pairs), description)
 
-    def sensor(self) -> Sensor:
-        return Sensor(self.window_s, self.num_samples)
+    def sensor(self, start: float | None = None) -> Sensor:
+        return Sensor(self.window_s, self.num_samples, start)
 
     def publish(
         self,

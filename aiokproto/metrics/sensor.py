@@ -41,10 +41,16 @@ class Sensor:
         "_window",
     )
 
-    def __init__(self, window_s: float = 30.0, num_samples: int = 2) -> None:
+    def __init__(
+        self, window_s: float = 30.0, num_samples: int = 2, start: float | None = None
+    ) -> None:
+        """``start``: when the sensor began (now by default); a sensor made late for
+        something that began at ``start`` reads the same as one made then, since an
+        empty sensor's state is its start alone."""
         self._window = window_s
         self._n = num_samples
-        start = _monotonic()
+        if start is None:
+            start = _monotonic()
         # the num_samples - 1 samples before the current one, oldest first (empty ones
         # included: their starts bound the elapsed time a rate is measured over)
         self._old: deque[_Sample] = deque(
