@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="the few-minute subset (make bench)")
     ap.add_argument("--runs", type=int, default=3,
                     help="runs per scenario and client (3; fewer only to try things out)")
-    ap.add_argument("--clients", default=",".join(ADAPTERS),
+    # aiokproto-base only when there is another checkout to run (make bench-base)
+    default_clients = [c for c in ADAPTERS
+                       if c != "aiokproto-base" or os.environ.get("BENCH_AIOKPROTO_BASE")]
+    ap.add_argument("--clients", default=",".join(default_clients),
                     help=f"comma-separated subset of: {', '.join(ADAPTERS)}")
     ap.add_argument("--scenario", action="append", default=[],
                     help="only scenarios whose id contains this text (repeatable)")
