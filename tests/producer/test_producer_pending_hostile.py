@@ -1,0 +1,54 @@
+"""Records sent to a topic whose metadata is not known yet (``producer/pending.py``),
+used as a hostile caller would: every handle settles, typed, nothing hangs, no record
+is lost, duplicated or reordered, and the buffer memory they held comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from aiokproto.errors import (
+    KafkaError,
+)
+from aiokproto.producer import Producer
+from tests.producer.helpers import FAST, create_topic
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _nothing_held(p: Producer) -> None:
+    assert p._acc is not None
+    assert (p._reserved, p._acc.used, len(p._pending)) == (0, 0, 0)
+
+
+async def test_a_sender_failure_fails_the_records_waiting_for_their_topic(kafka: Any) -> None:
+    # The sender's loop died (a bug: it fails every buffered record and every later
+    # call). A record still waiting for its topic was placed behind it once the topic
+    # appeared, and its handle, flush() and a commit waited for ever.
+    later = _name("after-fatal")
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers, allow_auto_create_topics=False, **FAST
+    ) as p:
+        handle = await p.send(later, b"v")
+        assert p._acc is not None and p._sender is not None
+
+        def broken(*_args: Any) -> Any:
+            raise RuntimeError("a bug in the drain")
+
+        p._acc.drain = broken  # type: ignore[method-assign]
+        p._sender.wake()
+        for _ in range(100):
+            if p._sender.fatal is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert p._sender.fatal is not None
+        await create_topic(kafka.bootstrap_servers, later)
+        with pytest.raises(KafkaError, match="sender failed"):
+            await asyncio.wait_for(handle, 10)
+        await asyncio.wait_for(p.flush(), 10)
+        assert p._reserved == 0 and not p._pending
