@@ -610,6 +610,11 @@ class Producer(StartStop, Generic[SK, SV]):
 
     def _on_fatal(self) -> None:
         self._accepting = self._plain = False
+        sender = self._sender
+        if sender is not None and sender.fatal is not None:
+            # records waiting for their topic would be placed behind a sender that
+            # sends no more: they fail with the buffered ones
+            self._fail_pending(sender.fatal)
 
     def _on_metadata(self) -> None:
         """A new metadata snapshot: topic states are rebuilt on their next use."""
