@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from aiokproto.errors import (
-    KafkaError,
-)
+from aiokproto.errors import KafkaError, KafkaTimeoutError
 from aiokproto.producer import Producer
 from tests.producer.helpers import FAST, create_topic
 
@@ -52,3 +50,27 @@ async def test_a_sender_failure_fails_the_records_waiting_for_their_topic(kafka:
             await asyncio.wait_for(handle, 10)
         await asyncio.wait_for(p.flush(), 10)
         assert p._reserved == 0 and not p._pending
+
+
+async def test_buffer_memory_held_by_records_waiting_for_a_topic_is_named(kafka: Any) -> None:
+    # Records for a topic that never comes hold their buffer memory until they fail
+    # (max_block_ms); a send() meanwhile waits for it. Its error said "0 bytes are
+    # buffered in 0 batch(es)" and blamed the brokers.
+    good = await create_topic(kafka.bootstrap_servers, _name("good"))
+    missing = _name("missing")
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        buffer_memory=3000,
+        batch_size=1500,
+        allow_auto_create_topics=False,
+        **{**FAST, "max_block_ms": 1000},
+    ) as p:
+        await p.partitions_for(good)
+        held = [await p.send(missing, b"x" * 1000) for _ in range(2)]
+        with pytest.raises(KafkaTimeoutError, match=f"waiting for the metadata of .*{missing}"):
+            await p.send(good, b"y" * 1000)
+        for handle in held:
+            with pytest.raises(KafkaTimeoutError, match=missing):
+                await handle
+        _nothing_held(p)  # their memory came back
+        assert (await (await p.send(good, b"y" * 1000))).offset >= 0
