@@ -1745,11 +1745,24 @@ class Producer(StartStop, Generic[SK, SV]):
             acc.space_wanted = bool(self._space_queue)
             self._grant_space()
             if isinstance(exc, TimeoutError):
+                held = {t: pt.charge for t, pt in self._pending.items() if pt.charge}
+                why = (
+                    f"; {sum(held.values())} bytes are held by records waiting for the "
+                    f"metadata of {', '.join(map(repr, list(held)[:5]))}"
+                    f"{' and others' if len(held) > 5 else ''} (they fail after "
+                    "max_block_ms if it does not come)"
+                    if held
+                    else ""
+                )
+                blame = (
+                    "records wait for their topic's metadata" if held
+                    else "the brokers do not keep up or are unreachable"
+                )
                 raise KafkaTimeoutError(
                     f"buffer_memory ({acc.limit} bytes) stayed full for "
-                    f"{self.options.max_block_ms} ms (max_block_ms): the brokers do "
-                    f"not keep up or are unreachable; {acc.used} bytes are buffered "
-                    f"in {acc.unsent_or_in_flight()} batch(es)"
+                    f"{self.options.max_block_ms} ms (max_block_ms): {blame}; "
+                    f"{acc.used} bytes are buffered in {acc.unsent_or_in_flight()} "
+                    f"batch(es){why}"
                 ) from None
             raise
         # Granted: the caller appends right away, without suspending, so the reserved
