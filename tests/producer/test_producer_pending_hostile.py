@@ -74,3 +74,23 @@ async def test_buffer_memory_held_by_records_waiting_for_a_topic_is_named(kafka:
                 await handle
         _nothing_held(p)  # their memory came back
         assert (await (await p.send(good, b"y" * 1000))).offset >= 0
+
+
+async def test_stop_fails_a_record_for_a_missing_topic_saying_so(kafka: Any) -> None:
+    # It raised IllegalStateError("the Producer is stopped; create a new one to send")
+    # for a record sent while it was running.
+    missing = _name("missing")
+    seen: list[Any] = []
+    p = Producer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        allow_auto_create_topics=False,
+        **{**FAST, "max_block_ms": 30_000},
+    )
+    await p.start()
+    handle = await p.send(missing, b"v", on_delivery=lambda e, m: seen.append(e))
+    await p.stop(timeout_ms=5000)
+    with pytest.raises(KafkaTimeoutError, match=f"stopped before topic '{missing}'"):
+        await handle
+    await asyncio.sleep(0)
+    assert len(seen) == 1 and isinstance(seen[0], KafkaTimeoutError)
+    assert p._reserved == 0
