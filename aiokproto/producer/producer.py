@@ -1443,6 +1443,11 @@ class Producer(StartStop, Generic[SK, SV]):
                     f"{self.options.max_block_ms} ms (max_block_ms){why}. Create it, or {fix}"
                 ) from None
         if not alive():
+            if pending:  # sent while running: say what it waited for
+                raise KafkaTimeoutError(
+                    f"the Producer was stopped before topic {topic!r} was in metadata "
+                    "(the brokers do not know it)"
+                )
             self._check_running()
         code = meta.topic_errors.get(topic)
         if code in _FATAL_TOPIC_ERRORS and topic not in snapshot.topics:
