@@ -55,7 +55,8 @@ async def test_a_sender_failure_fails_the_records_waiting_for_their_topic(kafka:
 async def test_buffer_memory_held_by_records_waiting_for_a_topic_is_named(kafka: Any) -> None:
     # Records for a topic that never comes hold their buffer memory until they fail
     # (max_block_ms); a send() meanwhile waits for it. Its error said "0 bytes are
-    # buffered in 0 batch(es)" and blamed the brokers.
+    # buffered in 0 batch(es)" and blamed the brokers, and buffer-available-bytes
+    # counted their memory as free.
     good = await create_topic(kafka.bootstrap_servers, _name("good"))
     missing = _name("missing")
     async with Producer(
@@ -67,12 +68,15 @@ async def test_buffer_memory_held_by_records_waiting_for_a_topic_is_named(kafka:
     ) as p:
         await p.partitions_for(good)
         held = [await p.send(missing, b"x" * 1000) for _ in range(2)]
+        # they are not available to others (the gauge said all 3000 bytes were)
+        assert p.metrics().value("buffer-available-bytes") < 1000
         with pytest.raises(KafkaTimeoutError, match=f"waiting for the metadata of .*{missing}"):
             await p.send(good, b"y" * 1000)
         for handle in held:
             with pytest.raises(KafkaTimeoutError, match=missing):
                 await handle
         _nothing_held(p)  # their memory came back
+        assert p.metrics().value("buffer-available-bytes") == 3000
         assert (await (await p.send(good, b"y" * 1000))).offset >= 0
 
 
