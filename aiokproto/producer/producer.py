@@ -361,7 +361,9 @@ class Producer(StartStop, Generic[SK, SV]):
         self._conn_metrics = ConnectionMetrics(self._registry, "producer")
         self._metrics = ProducerMetrics(self._registry)
         self._metrics.gauges(
-            available=lambda: opts.buffer_memory - (self._acc.used if self._running else 0),
+            # reserved: held by records waiting for their topic, or for a send() granted it
+            available=lambda: opts.buffer_memory
+            - (self._acc.used + self._reserved if self._running else 0),
             total=lambda: opts.buffer_memory,
             waiting=lambda: len(self._space_queue),
             in_flight=lambda: self._sender.requests_in_flight if self._sender else 0,
