@@ -1446,7 +1446,7 @@ class Producer(StartStop, Generic[SK, SV]):
                 ) from None
         if not alive():
             if pending:  # sent while running: say what it waited for
-                raise KafkaTimeoutError(
+                raise IllegalStateError(
                     f"the Producer was stopped before topic {topic!r} was in metadata "
                     "(the brokers do not know it)"
                 )
