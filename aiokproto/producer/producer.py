@@ -361,7 +361,9 @@ class Producer(StartStop, Generic[SK, SV]):
         self._conn_metrics = ConnectionMetrics(self._registry, "producer")
         self._metrics = ProducerMetrics(self._registry)
         self._metrics.gauges(
-            available=lambda: opts.buffer_memory - (self._acc.used if self._running else 0),
+            # reserved: held by records waiting for their topic, or for a send() granted it
+            available=lambda: opts.buffer_memory
+            - (self._acc.used + self._reserved if self._running else 0),
             total=lambda: opts.buffer_memory,
             waiting=lambda: len(self._space_queue),
             in_flight=lambda: self._sender.requests_in_flight if self._sender else 0,
@@ -610,6 +612,11 @@ class Producer(StartStop, Generic[SK, SV]):
 
     def _on_fatal(self) -> None:
         self._accepting = self._plain = False
+        sender = self._sender
+        if sender is not None and sender.fatal is not None:
+            # records waiting for their topic would be placed behind a sender that
+            # sends no more: they fail with the buffered ones
+            self._fail_pending(sender.fatal)
 
     def _on_metadata(self) -> None:
         """A new metadata snapshot: topic states are rebuilt on their next use."""
@@ -1438,6 +1445,11 @@ class Producer(StartStop, Generic[SK, SV]):
                     f"{self.options.max_block_ms} ms (max_block_ms){why}. Create it, or {fix}"
                 ) from None
         if not alive():
+            if pending:  # sent while running: say what it waited for
+                raise IllegalStateError(
+                    f"the Producer was stopped before topic {topic!r} was in metadata "
+                    "(the brokers do not know it)"
+                )
             self._check_running()
         code = meta.topic_errors.get(topic)
         if code in _FATAL_TOPIC_ERRORS and topic not in snapshot.topics:
@@ -1740,11 +1752,24 @@ class Producer(StartStop, Generic[SK, SV]):
             acc.space_wanted = bool(self._space_queue)
             self._grant_space()
             if isinstance(exc, TimeoutError):
+                held = {t: pt.charge for t, pt in self._pending.items() if pt.charge}
+                why = (
+                    f"; {sum(held.values())} bytes are held by records waiting for the "
+                    f"metadata of {', '.join(map(repr, list(held)[:5]))}"
+                    f"{' and others' if len(held) > 5 else ''} (they fail after "
+                    "max_block_ms if it does not come)"
+                    if held
+                    else ""
+                )
+                blame = (
+                    "records wait for their topic's metadata" if held
+                    else "the brokers do not keep up or are unreachable"
+                )
                 raise KafkaTimeoutError(
                     f"buffer_memory ({acc.limit} bytes) stayed full for "
-                    f"{self.options.max_block_ms} ms (max_block_ms): the brokers do "
-                    f"not keep up or are unreachable; {acc.used} bytes are buffered "
-                    f"in {acc.unsent_or_in_flight()} batch(es)"
+                    f"{self.options.max_block_ms} ms (max_block_ms): {blame}; "
+                    f"{acc.used} bytes are buffered in {acc.unsent_or_in_flight()} "
+                    f"batch(es){why}"
                 ) from None
             raise
         # Granted: the caller appends right away, without suspending, so the reserved
