@@ -589,8 +589,7 @@ class Producer(StartStop, Generic[SK, SV]):
         sender = self._sender
         if sender is not None and sender.fatal is None:
             sender.fatal = error
-        self._on_fatal()
-        self._fail_pending(error)
+        self._on_fatal(error)
         acc: Accumulator | None = getattr(self, "_acc", None)  # None: start() failed
         if acc is not None:
             acc.fail_all(error)
@@ -610,13 +609,15 @@ class Producer(StartStop, Generic[SK, SV]):
         self._yield_next = False
         await asyncio.sleep(0)
 
-    def _on_fatal(self) -> None:
+    def _on_fatal(self, error: KafkaError | None = None) -> None:
+        """The producer cannot go on (``error``, else the sender's): records waiting for
+        their topic fail with it, since they would be placed behind a sender that sends
+        no more (the sender fails the buffered ones)."""
         self._accepting = self._plain = False
-        sender = self._sender
-        if sender is not None and sender.fatal is not None:
-            # records waiting for their topic would be placed behind a sender that
-            # sends no more: they fail with the buffered ones
-            self._fail_pending(sender.fatal)
+        if error is None and self._sender is not None:
+            error = self._sender.fatal
+        if error is not None:
+            self._fail_pending(error)
 
     def _on_metadata(self) -> None:
         """A new metadata snapshot: topic states are rebuilt on their next use."""
