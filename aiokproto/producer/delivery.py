@@ -68,19 +68,31 @@ def settled(batch: ProducerBatch, delta: int) -> tuple[asyncio.Future[BatchResul
 
 def settled_at(batch: ProducerBatch, delta: int) -> tuple[ProducerBatch, int]:
     """``settled``'s batch (whose topic and partition the record has: a record sent
-    before its topic's metadata was known is placed on a partition later)."""
-    if batch.split is None or not batch.future.done():
-        return batch, delta
+    before its topic's metadata was known is placed on a partition later).
+
+    A placement (``Split.at``) is followed at once: the record's fate is its place's,
+    whatever became of the topic's other records. Pieces of a refused batch only once
+    the batch is resolved (until then its own future is the record's)."""
     split: Split | None = batch.split
     while split is not None:
         if split.at is not None:
             batch, delta = split.at[delta]
-        else:
+        elif batch.future.done():
             i = bisect_right(split.firsts, delta) - 1
             delta -= split.firsts[i]
             batch = split.pieces[i]
+        else:
+            break
         split = batch.split
     return batch, delta
+
+
+def record_done(batch: ProducerBatch, delta: int) -> bool:
+    """Whether record ``delta`` of ``batch`` has its fate (not counting cancel())."""
+    if batch.future.done():
+        return True
+    split = batch.split
+    return split is not None and split.at is not None and settled_at(batch, delta)[0].future.done()
 
 
 if TYPE_CHECKING or _native is None:
@@ -160,7 +172,9 @@ class DeliveryFuture(_HandleFields):
         if batch is None or batch.future.done():
             return True
         state = batch.handles
-        return state is not None and self._delta in state.cancelled
+        if state is not None and self._delta in state.cancelled:
+            return True
+        return batch.split is not None and record_done(batch, self._delta)
 
     def cancelled(self) -> bool:
         batch = self._batch
@@ -174,10 +188,10 @@ class DeliveryFuture(_HandleFields):
         and no other record is affected (records are dropped with ``purge()``).
         False if the record's fate is already known."""
         batch = self._batch
-        if batch is None or batch.future.done():
+        delta = self._delta
+        if batch is None or record_done(batch, delta):
             return False
         state = _handle_state(batch)
-        delta = self._delta
         if delta in state.cancelled:
             return False
         state.cancelled[delta] = msg
@@ -246,7 +260,7 @@ class DeliveryFuture(_HandleFields):
         # the batch has no run list: it is done (or the record was refused), or this is
         # its first callback, or a handle of it was cancelled or had a callback removed
         batch = self._batch
-        if batch is None or batch.future.done():
+        if batch is None or record_done(batch, self._delta):
             asyncio.get_running_loop().call_soon(callback, self)
             return
         state = batch.handles
@@ -268,13 +282,15 @@ class DeliveryFuture(_HandleFields):
             run = state.calls = []
             batch.future.add_done_callback(_run_record_callbacks(batch, run))
         state.index.setdefault(self._delta, []).append(len(run))
+        if state.placed is not None:  # placed records: run when the record's place is
+            _run_when_placed(batch, state, run, self._delta, len(run))
         run += (callback, self._delta, self._timestamp, self._ksize, self._vsize)
 
     def remove_done_callback(self, callback: Callable[[DeliveryFuture], object]) -> int:
         """Remove ``callback`` from this record's callbacks; returns how many were
         removed (0 once the record's fate is known: they are already scheduled)."""
         batch = self._batch
-        if batch is None or batch.future.done():
+        if batch is None or record_done(batch, self._delta):
             return 0
         state = _handle_state(batch)
         positions = state.index.get(self._delta)
@@ -311,10 +327,9 @@ class DeliveryFuture(_HandleFields):
     def __repr__(self) -> str:
         if self._batch is None:
             return f"<DeliveryFuture failed: {self._error!r}>"
-        state = (
-            "cancelled" if self.cancelled() else "done" if self._batch.future.done() else "pending"
-        )
-        return f"<DeliveryFuture {self._batch.topic}[{self._batch.partition}] {state}>"
+        state = "cancelled" if self.cancelled() else "done" if self.done() else "pending"
+        batch = settled_at(self._batch, self._delta)[0]  # its partition, once placed
+        return f"<DeliveryFuture {batch.topic}[{batch.partition}] {state}>"
 
 
 class HandleState:
@@ -326,12 +341,15 @@ class HandleState:
     batch takes the Python path that keeps the index (and sees cancelled records).
     """
 
-    __slots__ = ("calls", "cancelled", "index")
+    __slots__ = ("calls", "cancelled", "index", "placed")
 
     def __init__(self, calls: list[Any] | None) -> None:
         self.calls = calls
         self.cancelled: dict[int, Any] = {}  # record's offset delta -> cancel message
         self.index: dict[int, list[int]] = {}  # offset delta -> its runs in calls
+        # once the records are placed (``follow_places``): id of a place batch -> the
+        # runs in calls to make when it resolves
+        self.placed: dict[int, list[int]] | None = None
         if calls is not None:
             for i in range(0, len(calls), 5):
                 self.index.setdefault(calls[i + 1], []).append(i)
@@ -343,6 +361,57 @@ def _handle_state(batch: ProducerBatch) -> HandleState:
         state = batch.handles = HandleState(batch.callbacks)
         batch.callbacks = None
     return state
+
+
+def follow_places(parent: ProducerBatch) -> None:
+    """``parent``'s records were just placed on real batches (``parent.split.at``, a
+    ``pending.PendingTopic``): each record's callbacks (so its awaiting task) run when
+    its own place resolves, not once every place has (a record alone in a full batch
+    waited for a lingering one on another partition, or for a leader that was down)."""
+    state = _handle_state(parent)  # later add_done_callback calls take the Python path
+    state.placed = {}
+    waiting = state.calls
+    run: list[Any] = [] if waiting is None else waiting.copy()
+    if waiting is not None:
+        waiting.clear()  # the parent's own run (if any) has nothing left to do
+    state.calls = run
+    for i in range(0, len(run), 5):
+        _run_when_placed(parent, state, run, run[i + 1], i)
+
+
+def _run_when_placed(
+    parent: ProducerBatch, state: HandleState, run: list[Any], delta: int, i: int
+) -> None:
+    """Make ``run[i:i+5]`` (record ``delta``'s) when the record's place resolves."""
+    assert state.placed is not None
+    place = settled_at(parent, delta)[0]
+    positions = state.placed.get(id(place))
+    if positions is None:
+        positions = state.placed[id(place)] = []
+        callback = partial(_run_placed, parent, state, run, id(place))
+        if place.future.done():  # a record that could not be placed: failed already
+            place.future.get_loop().call_soon(callback, place.future)
+        else:
+            place.future.add_done_callback(callback)
+    positions.append(i)
+
+
+def _run_placed(
+    parent: ProducerBatch,
+    state: HandleState,
+    run: list[Any],
+    key: int,
+    _future: asyncio.Future[BatchResult],
+) -> None:
+    assert state.placed is not None
+    for i in state.placed.pop(key):
+        callback = run[i]
+        run[i] = _noop  # made once (cancel() and remove_done_callback() see it gone)
+        handle = DeliveryFuture(parent, run[i + 1], run[i + 2], run[i + 3], run[i + 4])
+        try:
+            callback(handle)
+        except Exception:  # one user's callback must not starve the others
+            log.exception("a delivery callback raised")
 
 
 def _noop(_handle: DeliveryFuture) -> None:

@@ -12,8 +12,10 @@ cannot be used (it does not exist within ``max_block_ms``, not authorized, the
 producer stopped) ``fail`` fails every handle with the typed error.
 
 The handles are ordinary ``DeliveryFuture``\\ s over one stand-in batch per topic
-(``parent``), never sent: its future resolves once every batch holding its records
-is resolved, and each record's outcome is read from its own batch.
+(``parent``), never sent. Once placed, each record's handle is done, and its callbacks
+run, when its own batch resolves (``delivery.follow_places``); the parent's future
+resolves once every batch holding its records is resolved (what ``wait_delivered``
+and the first failed record's error read).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from aiokproto.producer.batch import (
     Split,
     settle_from,
 )
-from aiokproto.producer.delivery import DeliveryFuture
+from aiokproto.producer.delivery import DeliveryFuture, follow_places
 from aiokproto.records.record import Header
 
 #: one pending record: (timestamp_ms, key, value, headers, charge, partition, txn_round)
@@ -99,6 +101,7 @@ class PendingTopic:
         assert len(places) == len(self.records)
         parent = self.parent
         parent.split = Split([], [], at=places)
+        follow_places(parent)
         waiting = {id(b): b for b, _ in places if not b.future.done()}
         split = parent.split
         split.pending = len(waiting)

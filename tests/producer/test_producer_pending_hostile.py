@@ -209,3 +209,33 @@ async def test_purge_flush_and_cancelled_waits_on_pending_records(kafka: Any) ->
         _nothing_held(p)
     read = consume(kafka.bootstrap_servers, topic, 3, 2)
     assert [m.value() for m in read] == [b"a", b"b", b"c"]
+
+
+async def test_a_placed_record_is_reported_when_its_own_batch_is(kafka: Any) -> None:
+    # Records sent before their topic's metadata was known: each handle is done, and
+    # its on_delivery runs, when the record's own batch is answered. Before, every
+    # handle of the burst waited for the last of its batches: a full batch sent at
+    # once reported only when another partition's batch ended its linger (2.03 s
+    # with linger_ms=2000; here 60 s, past the wait below).
+    topic = await create_topic(kafka.bootstrap_servers, _name("own-batch"), partitions=2)
+    reports: list[tuple[KafkaError | None, int]] = []
+    async with Producer(
+        bootstrap_servers=kafka.bootstrap_servers, batch_size=300, linger_ms=60_000, **FAST
+    ) as p:
+        lingering = await p.send(topic, b"x" * 100, partition=1)
+        first = await p.send(
+            topic,
+            b"a" * 100,
+            partition=0,
+            on_delivery=lambda e, m: reports.append((e, -1 if m is None else m.offset)),
+        )
+        rest = [await p.send(topic, b"b" * 100, partition=0) for _ in range(3)]
+        meta = await asyncio.wait_for(first, 15)  # its batch filled: sent at once
+        assert (meta.partition, meta.offset) == (0, 0)
+        await asyncio.sleep(0)
+        assert reports == [(None, 0)]
+        assert not lingering.done()
+        await asyncio.wait_for(p.flush(), 15)
+        assert (await lingering).partition == 1
+        assert [(await h).offset for h in rest] == [1, 2, 3]
+        _nothing_held(p)

@@ -29,7 +29,10 @@ async def test_handles_read_their_own_batch_once_placed() -> None:
     assert not a.done()  # placed, not delivered
     p0.future.set_result(BatchResult(100, -1, 0))
     await asyncio.sleep(0)
-    assert not a.done()  # the parent waits for every batch holding its records
+    # each record's fate is its own batch's: a and b are delivered, c still waits
+    assert a.done() and b.done() and not c.done()
+    assert (await a).offset == 105 and repr(a) == "<DeliveryFuture t[0] done>"
+    assert not pt.parent.future.done()  # what wait_delivered waits for: every record
     p3.future.set_result(BatchResult(7, -1, 0))
     await asyncio.sleep(0)
     ma, mb, mc = await a, await b, await c
@@ -79,7 +82,7 @@ async def test_callbacks_of_placed_records_get_their_partition() -> None:
         b.future.set_result(BatchResult(10 * p, -1, 0))
     for _ in range(3):
         await asyncio.sleep(0)
-    assert seen == [(0, 0), (1, 10), (0, 1), (1, 11)]
+    assert seen == [(0, 0), (0, 1), (1, 10), (1, 11)]  # as their batches resolved
 
 
 async def test_settle_on_batches_already_done_resolves_at_once() -> None:
@@ -104,3 +107,87 @@ async def test_a_cancelled_handle_leaves_the_others() -> None:
     assert (await second).offset == 1
     with pytest.raises(asyncio.CancelledError):
         await first
+
+
+async def test_a_placed_record_is_done_when_its_own_batch_is() -> None:
+    """A record is not held back by the topic's other records: an awaiting task, a
+    callback added before or after placing, gather and wait_for see its batch alone
+    (before, every handle waited for the last batch holding one of them: a lingering
+    partition, or one whose leader was down, up to delivery_timeout_ms)."""
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    fast, slow = pt.add(1, None, b"v", None, 10, 0, 0), pt.add(2, None, b"v", None, 10, 1, 0)
+    seen: list[str] = []
+    fast.add_done_callback(lambda h: seen.append(f"before {h.result().offset}"))
+    fast.add_done_callback(OnDelivery(lambda e, m: seen.append(f"on_delivery {m.offset}")))
+    slow.add_done_callback(lambda h: seen.append("slow"))
+    awaiting = asyncio.ensure_future(asyncio.wait_for(fast, 5))
+    gathered = asyncio.ensure_future(asyncio.gather(fast))
+    await asyncio.sleep(0)
+    p0, p1 = _batch(0), _batch(1)
+    pt.settle([(p0, 3), (p1, 0)])
+    fast.add_done_callback(lambda h: seen.append(f"after {h.result().offset}"))
+    p0.future.set_result(BatchResult(40, -1, 0))
+    assert (await awaiting).offset == 43
+    assert [m.offset for m in await gathered] == [43]
+    await asyncio.sleep(0)
+    assert seen == ["before 43", "on_delivery 43", "after 43"]
+    assert not slow.done() and slow.batch is pt.parent
+    with pytest.raises(asyncio.InvalidStateError):
+        slow.result()
+    with pytest.raises(asyncio.InvalidStateError):
+        slow.exception()
+    p1.future.set_exception(KafkaTimeoutError("expired"))
+    with pytest.raises(KafkaTimeoutError):
+        await slow
+    await asyncio.sleep(0)
+    assert seen[-1] == "slow"
+    fast.add_done_callback(lambda h: seen.append("late"))  # done: at once
+    await asyncio.sleep(0)
+    assert seen[-1] == "late" and len(seen) == 5  # each callback ran once
+
+
+async def test_cancel_and_remove_after_placing_touch_only_that_record() -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    a, b, c = (pt.add(i, None, b"v", None, 10, 0, 0) for i in range(3))
+    seen: list[str] = []
+    a.add_done_callback(lambda h: seen.append("a cancelled" if h.cancelled() else "a"))
+    a.add_done_callback(OnDelivery(lambda e, m: seen.append(f"a delivered {m.offset}")))
+
+    def removed(_h: object) -> None:
+        seen.append("removed ran")
+
+    b.add_done_callback(removed)
+    c.add_done_callback(lambda h: seen.append(f"c {h.result().offset}"))
+    p0 = _batch(0)
+    pt.settle([(p0, 0), (p0, 1), (p0, 2)])
+    assert b.remove_done_callback(removed) == 1
+    assert a.cancel("not needed") and a.cancelled() and a.done()
+    await asyncio.sleep(0)
+    assert seen == ["a cancelled"]  # at once; its delivery report still waits
+    p0.future.set_result(BatchResult(9, -1, 0))
+    await asyncio.sleep(0)
+    assert seen == ["a cancelled", "a delivered 9", "c 11"]
+    assert (await b).offset == 10 and not a.cancel()
+    with pytest.raises(asyncio.CancelledError, match="not needed"):
+        await a
+
+
+async def test_a_raising_callback_of_a_placed_record_leaves_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    handles = [pt.add(i, None, b"v", None, 10, 0, 0) for i in range(3)]
+    seen: list[int] = []
+
+    def bad(_h: object) -> None:
+        raise RuntimeError("user bug")
+
+    handles[0].add_done_callback(bad)
+    for h in handles:
+        h.add_done_callback(lambda h: seen.append(h.result().offset))
+    p0 = _batch(0)
+    pt.settle([(p0, i) for i in range(3)])
+    p0.future.set_result(BatchResult(0, -1, 0))
+    await asyncio.sleep(0)
+    assert seen == [0, 1, 2]
+    assert "a delivery callback raised" in caplog.text
