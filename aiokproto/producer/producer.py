@@ -176,6 +176,15 @@ def _charges(items: list[Any], has_none: bool, base: int) -> list[int]:
 _TS_END: Final = 1 << 63
 
 
+def _checked_partition(partition: object) -> int:
+    """``send()``'s ``partition`` as an int: an int subclass (an ``IntEnum``) is taken,
+    as it is once the topic is known, and a bool, another type or a negative number is
+    a ``KafkaConfigError``, whether the topic's metadata is known yet or not."""
+    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+        raise KafkaConfigError(f"partition must be an int >= 0 or None, not {partition!r}")
+    return int(partition)
+
+
 def _check_timestamp(timestamp_ms: Any) -> int:
     if timestamp_ms is None:
         return _now_ms()
@@ -1480,10 +1489,8 @@ class Producer(StartStop, Generic[SK, SV]):
         buffer_memory, and its handle is returned at once. The first such record starts
         the task that waits for the metadata (every topic pending in the same loop
         pass is asked for in one Metadata request), then places them in send order."""
-        if partition is not None and (
-            partition.__class__ is not int or partition < 0  # bool is not int here
-        ):
-            raise KafkaConfigError(f"partition must be an int >= 0 or None, not {partition!r}")
+        if partition is not None:
+            partition = _checked_partition(partition)
         if topic not in self._pending and (
             _LEGAL_TOPIC.fullmatch(topic) is None or topic in (".", "..")
         ):
@@ -1683,8 +1690,10 @@ class Producer(StartStop, Generic[SK, SV]):
         self._idle_timer = loop.call_later(min(idle / 2, 60.0), self._expire_idle_topics)
 
     async def _partition_queue(self, ts: _TopicState, partition: Any) -> PartitionQueue:
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise KafkaConfigError(f"partition must be an int >= 0 or None, not {partition!r}")
+        partition = _checked_partition(partition)
+        pq = ts.queues.get(partition)  # an int subclass (IntEnum) of a known partition
+        if pq is not None:
+            return pq
         assert self._client is not None
         # a refresh asked for now (an answer already on the wire may predate the
         # partition), given up at once if the producer is stopped meanwhile

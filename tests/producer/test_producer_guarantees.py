@@ -4,6 +4,7 @@ nothing it touched is written; everyone else's records are delivered."""
 from __future__ import annotations
 
 import asyncio
+import enum
 from typing import Any
 
 import pytest
@@ -76,6 +77,29 @@ async def test_bad_arguments_are_typed_errors_that_touch_nothing(
         assert [(await first).offset, (await last).offset] == [0, 1]
     got = await asyncio.to_thread(consume, kafka.bootstrap_servers, topic_name, 2)
     assert [m.value() for m in got] == [b"before", b"after"]
+
+
+class _Partition(enum.IntEnum):
+    SECOND = 1
+
+
+async def test_partition_checks_are_the_same_before_and_after_the_topic_is_known(
+    kafka: Any, topic_name: str
+) -> None:
+    # A record sent before its topic's metadata was known refused an IntEnum partition
+    # that a known topic's send() took (after a metadata refresh per record).
+    await create_topic(kafka.bootstrap_servers, topic_name, partitions=2)
+    for known in (False, True):
+        async with producer(kafka) as p:
+            if known:
+                await p.partitions_for(topic_name)
+            handle = await p.send(topic_name, b"v", partition=_Partition.SECOND)
+            assert (await handle).partition == 1
+            for bad in (True, -1, "1", 1.0):
+                with pytest.raises(KafkaConfigError, match="partition must be an int >= 0"):
+                    await p.send(topic_name, b"v", partition=bad)  # type: ignore[arg-type]
+    got = await asyncio.to_thread(consume, kafka.bootstrap_servers, topic_name, 2, 2)
+    assert [m.partition() for m in got] == [1, 1]
 
 
 async def test_unhashable_topic_and_raising_serializer_are_typed(
