@@ -687,7 +687,8 @@ async def wait_delivered(handles: Iterable[DeliveryFuture]) -> None:
         futures[handle if batch.builder is None else batch.future] = batch
     for future, batch in futures.items():
         if isinstance(future, DeliveryFuture):
-            await _record_fate(future)
+            if not record_done(batch, future._delta):
+                await _record_fate(future)
             settled(batch, future._delta)[0].result()  # raises the record's error
             continue
         if not future.done():
@@ -705,8 +706,6 @@ async def _record_fate(handle: DeliveryFuture) -> None:
     cancelled (a record sent before its topic's metadata was known: its place)."""
     batch = handle._batch
     assert batch is not None
-    if record_done(batch, handle._delta):
-        return
     waiter: asyncio.Future[None] = batch.future.get_loop().create_future()
     # an OnDelivery runs at the record's fate even if the handle is cancelled
     handle.add_done_callback(OnDelivery(partial(_set_done, waiter)))
