@@ -673,6 +673,8 @@ async def wait_delivered(handles: Iterable[DeliveryFuture]) -> None:
     record, and no ``RecordMetadata`` built (``asyncio.gather(*handles)`` gives the
     metadata, at about 2.5 us a record). Cancelling the caller leaves the records be,
     and a cancelled handle's record is still waited for (its delivery goes on).
+    A record sent before its topic's metadata was known is waited for in its own
+    batch, not the topic's whole first burst (as ``await handle``).
     """
     if not isinstance(handles, (list, tuple)):
         handles = list(handles)  # read again below if a batch was split
