@@ -43,6 +43,18 @@ _IN_FLIGHT = 5_000
 _JOIN_GRACE_S = 60.0
 
 
+async def _delivered(handles: list[Any]) -> None:
+    """``wait_delivered``, and the first error of any record of the handles' batches:
+    one handle is kept per batch, and it tells its own record's fate only (the records
+    sent before the topic's metadata was known share one stand-in batch, and a batch
+    the broker refused as too large is cut in pieces whose records fail alone)."""
+    await wait_delivered(handles)
+    for future in dict.fromkeys(h.batch.future for h in handles if h.batch is not None):
+        if not future.done():
+            await asyncio.wait((future,))  # cancelling the caller leaves the batch be
+        future.result()  # a batch's future fails if any of its records did
+
+
 async def _partition_counts(admin: Admin, topics: list[str]) -> dict[str, int]:
     """Partitions per topic; an unknown topic is a clear error here rather than a wait
     for metadata that never comes (nor auto-creation: a typo must not make a topic)."""
@@ -177,15 +189,15 @@ async def produce(
                         # could keep them waiting: send them now then.
                         if held_by_linger:
                             await producer.flush()
-                        await wait_delivered(older)  # one wait per batch, not record
+                        await _delivered(older)  # one wait per batch, not record
                         older, pending = pending, []
                         rate = count / max(time.monotonic() - began, 1e-9)
                         bar.update(task, rate=f"{rate:,.0f} rec/s")
                 # Ctrl-C ends the input: what was read is still delivered (a second
                 # Ctrl-C gives up on that too)
                 await producer.flush()
-                await wait_delivered(older)
-                await wait_delivered(pending)
+                await _delivered(older)
+                await _delivered(pending)
             interrupted = reader.stopped
     finally:
         if path:

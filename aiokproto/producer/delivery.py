@@ -673,17 +673,26 @@ async def wait_delivered(handles: Iterable[DeliveryFuture]) -> None:
     record, and no ``RecordMetadata`` built (``asyncio.gather(*handles)`` gives the
     metadata, at about 2.5 us a record). Cancelling the caller leaves the records be,
     and a cancelled handle's record is still waited for (its delivery goes on).
+    A record sent before its topic's metadata was known is waited for in its own
+    batch, not the topic's whole first burst (as ``await handle``).
     """
     if not isinstance(handles, (list, tuple)):
         handles = list(handles)  # read again below if a batch was split
-    futures: dict[asyncio.Future[BatchResult], ProducerBatch] = {}
+    futures: dict[asyncio.Future[BatchResult] | DeliveryFuture, ProducerBatch] = {}
     for handle in handles:
         batch = handle._batch
         if batch is None:
             assert handle._error is not None
             raise handle._error
-        futures[batch.future] = batch
+        # a record sent before its topic was known is waited for alone: its stand-in
+        # batch resolves once every record of the topic's first burst is
+        futures[handle if batch.builder is None else batch.future] = batch
     for future, batch in futures.items():
+        if isinstance(future, DeliveryFuture):
+            if not record_done(batch, future._delta):
+                await _record_fate(future)
+            settled(batch, future._delta)[0].result()  # raises the record's error
+            continue
         if not future.done():
             await asyncio.wait((future,))
         if batch.split is None:
@@ -692,6 +701,22 @@ async def wait_delivered(handles: Iterable[DeliveryFuture]) -> None:
             for handle in handles:
                 if handle._batch is batch:
                     settled(batch, handle._delta)[0].result()
+
+
+async def _record_fate(handle: DeliveryFuture) -> None:
+    """Wait until the fate of ``handle``'s record is known, even if the handle is
+    cancelled (a record sent before its topic's metadata was known: its place)."""
+    batch = handle._batch
+    assert batch is not None
+    waiter: asyncio.Future[None] = batch.future.get_loop().create_future()
+    # an OnDelivery runs at the record's fate even if the handle is cancelled
+    handle.add_done_callback(OnDelivery(partial(_set_done, waiter)))
+    await asyncio.wait((waiter,))  # cancelling the caller leaves the record be
+
+
+def _set_done(waiter: asyncio.Future[None], _error: object, _meta: object) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def first_delivered(handles: Sequence[DeliveryFuture]) -> asyncio.Future[RecordMetadata]:

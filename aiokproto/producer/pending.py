@@ -14,8 +14,8 @@ producer stopped) ``fail`` fails every handle with the typed error.
 The handles are ordinary ``DeliveryFuture``\\ s over one stand-in batch per topic
 (``parent``), never sent. Once placed, each record's handle is done, and its callbacks
 run, when its own batch resolves (``delivery.follow_places``); the parent's future
-resolves once every batch holding its records is resolved (what ``wait_delivered``
-and the first failed record's error read).
+resolves once every batch holding its records is resolved (with the first failed
+record's error; ``wait_delivered`` waits for each such record alone).
 """
 
 from __future__ import annotations

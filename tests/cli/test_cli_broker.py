@@ -138,6 +138,17 @@ def test_produce_file_then_consume_count(bs: list[str], topic_name: str, tmp_pat
     assert "consumed 300 records" in proc.stderr
 
 
+def test_produce_fails_when_any_record_fails(bs: list[str], topic_name: str) -> None:
+    # One handle was kept per batch and waited for, and it told only its own record's
+    # fate: the first records of a run (sent before the producer had the topic's
+    # metadata) share one stand-in batch, so a record among them the broker refused
+    # was lost while produce said it sent it and exited 0.
+    ok("topics", "create", topic_name, "-C", "max.message.bytes=100000", *bs)
+    lines = [f"small {i}" for i in range(50)] + ["x" * 150_000] + ["tail"]
+    proc = cli("produce", topic_name, *bs, stdin="\n".join(lines) + "\n")
+    assert "MessageTooLarge" in failed(proc, 1)
+
+
 def test_produce_json_lines_and_positions(bs: list[str], topic_name: str) -> None:
     ok("topics", "create", topic_name, "-p", "2", *bs)
     stdin = "".join(

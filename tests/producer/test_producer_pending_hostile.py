@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aiokproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, PurgedError
-from aiokproto.producer import Producer
+from aiokproto.producer import Producer, wait_delivered
 from tests.producer.helpers import FAST, consume, create_topic
 
 
@@ -232,6 +232,7 @@ async def test_a_placed_record_is_reported_when_its_own_batch_is(kafka: Any) -> 
         rest = [await p.send(topic, b"b" * 100, partition=0) for _ in range(3)]
         meta = await asyncio.wait_for(first, 15)  # its batch filled: sent at once
         assert (meta.partition, meta.offset) == (0, 0)
+        await asyncio.wait_for(wait_delivered([first]), 15)  # so does this
         await asyncio.sleep(0)
         assert reports == [(None, 0)]
         assert not lingering.done()

@@ -9,7 +9,7 @@ import pytest
 
 from aiokproto.errors import KafkaError, KafkaTimeoutError, UnknownTopicOrPartitionError
 from aiokproto.producer.batch import BatchResult, ProducerBatch
-from aiokproto.producer.delivery import OnDelivery
+from aiokproto.producer.delivery import OnDelivery, wait_delivered
 from aiokproto.producer.pending import PendingTopic, detached_batch, failed_place
 
 
@@ -191,3 +191,38 @@ async def test_a_raising_callback_of_a_placed_record_leaves_the_others(
     await asyncio.sleep(0)
     assert seen == [0, 1, 2]
     assert "a delivery callback raised" in caplog.text
+
+
+async def test_wait_delivered_waits_for_the_records_own_batches() -> None:
+    """wait_delivered() over placed records waits for their own batches, as awaiting
+    them does: it waited for every batch of the topic's first burst (a lingering
+    partition, or one whose leader was down, up to delivery_timeout_ms) while
+    ``await handle`` of the same record returned at once."""
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    fast, cancelled, slow = (pt.add(i, None, b"v", None, 10, p, 0) for i, p in enumerate((0, 0, 1)))
+    assert cancelled.cancel()
+    waiting = asyncio.ensure_future(wait_delivered([fast, cancelled]))
+    await asyncio.sleep(0)
+    p0, p1 = _batch(0), _batch(1)
+    pt.settle([(p0, 0), (p0, 1), (p1, 0)])
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    p0.future.set_result(BatchResult(20, -1, 0))
+    await asyncio.wait_for(waiting, 5)  # slow's batch is still open
+    assert not slow.done() and (await fast).offset == 20
+    failing = asyncio.ensure_future(wait_delivered([slow, fast]))
+    p1.future.set_exception(KafkaTimeoutError("expired"))
+    with pytest.raises(KafkaTimeoutError):
+        await asyncio.wait_for(failing, 5)
+    await wait_delivered([fast, cancelled])  # the topic's other record failed, not these
+
+
+async def test_wait_delivered_over_records_that_never_got_their_topic() -> None:
+    pt = PendingTopic("t", asyncio.get_running_loop())
+    handles = [pt.add(i, None, b"v", None, 10, None, 0) for i in range(3)]
+    handles[0].cancel()
+    waiting = asyncio.ensure_future(wait_delivered(handles))
+    await asyncio.sleep(0)
+    pt.fail(KafkaTimeoutError("topic 't' not present in metadata"))
+    with pytest.raises(KafkaTimeoutError, match="not present"):
+        await asyncio.wait_for(waiting, 5)
