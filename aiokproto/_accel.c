@@ -1132,7 +1132,11 @@ run_record_callbacks(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
             Py_DECREF(r);
             continue;
         }
-        if (!PyErr_ExceptionMatches(PyExc_Exception)) /* BaseException: stop here */
+        /* as asyncio runs a callback: SystemExit and KeyboardInterrupt end the run (and
+         * the loop); any other exception is reported and the next callback runs (a
+         * CancelledError from one must not leave the others' awaiting tasks asleep) */
+        if (PyErr_ExceptionMatches(PyExc_SystemExit)
+            || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
             return NULL;
 #if PY_VERSION_HEX >= 0x030C0000
         PyObject *value = PyErr_GetRaisedException();

@@ -410,8 +410,10 @@ def _run_placed(
         handle = DeliveryFuture(parent, run[i + 1], run[i + 2], run[i + 3], run[i + 4])
         try:
             callback(handle)
-        except Exception:  # one user's callback must not starve the others
-            log.exception("a delivery callback raised")
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # one user's callback must not starve the others
+            _report(exc)
 
 
 def _noop(_handle: DeliveryFuture) -> None:
@@ -504,9 +506,18 @@ append_to: Callable[
 
 
 def _report(error: BaseException) -> None:
-    """What the compiled loop does with an Exception a callback raised (at once, as the
-    Python loop's ``log.exception``, before the next callback runs)."""
-    log.error("a delivery callback raised", exc_info=error)
+    """What is done with an exception a record callback raised, at once, before the
+    next callback runs: an ``Exception`` is logged; another ``BaseException`` (but
+    ``SystemExit`` and ``KeyboardInterrupt``, which end the run) goes to the loop's
+    exception handler, as asyncio does with a callback's (a ``CancelledError`` from
+    ``result()`` of a cancelled handle stopped the batch's other callbacks, and with them
+    the wake-up of every task awaiting one of its records)."""
+    if isinstance(error, Exception):
+        log.error("a delivery callback raised", exc_info=error)
+        return
+    asyncio.get_running_loop().call_exception_handler(
+        {"message": "a delivery callback raised", "exception": error}
+    )
 
 
 def _run_record_callbacks(
@@ -524,8 +535,10 @@ def _run_record_callbacks(
             handle = DeliveryFuture(batch, calls[i + 1], calls[i + 2], calls[i + 3], calls[i + 4])
             try:
                 calls[i](handle)
-            except Exception:  # one user's callback must not starve the others
-                log.exception("a delivery callback raised")
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # one user's callback must not starve the others
+                _report(exc)
 
     return run
 

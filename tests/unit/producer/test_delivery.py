@@ -207,9 +207,10 @@ async def test_append_to_gives_the_handle_or_none_when_the_batch_is_full() -> No
 async def test_an_exception_before_a_base_exception_is_logged_in_its_turn(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A BaseException (not an Exception) from a callback stops the run, as in Python:
-    what an earlier callback raised is logged all the same, before the next one runs
-    (review: the compiled loop kept errors to log after the loop, and lost them)."""
+    """A callback's BaseException (not an Exception) goes to the loop's exception
+    handler and the next callback runs, as asyncio runs a callback: what an earlier one
+    raised is logged all the same, before the next one runs (review: the compiled loop
+    kept errors to log after the loop, and lost them)."""
 
     class Stop(BaseException):
         pass
@@ -227,7 +228,7 @@ async def test_an_exception_before_a_base_exception_is_logged_in_its_turn(
 
     handles[0].add_done_callback(bad)
     handles[1].add_done_callback(stop)
-    handles[2].add_done_callback(lambda h: order.append("never"))
+    handles[2].add_done_callback(lambda h: order.append("after"))
     loop = asyncio.get_running_loop()
     seen: list[BaseException] = []
     loop.set_exception_handler(lambda _loop, context: seen.append(context["exception"]))
@@ -237,10 +238,57 @@ async def test_an_exception_before_a_base_exception_is_logged_in_its_turn(
             await asyncio.sleep(0)
     finally:
         loop.set_exception_handler(None)
-    assert order == ["stop, logged before: 1"]
+    assert order == ["stop, logged before: 1", "after"]
     (entry,) = [r for r in caplog.records if "a delivery callback raised" in r.message]
     assert entry.exc_info is not None and isinstance(entry.exc_info[1], ValueError)
     assert [type(e) for e in seen] == [Stop]
+
+
+async def test_a_cancelled_error_from_a_callback_leaves_the_other_records_waiters() -> None:
+    """A callback reading a cancelled future's ``result()`` raises CancelledError (a
+    BaseException): it stopped the batch's other callbacks, and a task awaiting another
+    record of the batch slept for ever."""
+    rig = Rig()
+    first, second = _handles(rig, 2)
+    gone = asyncio.get_running_loop().create_future()
+    gone.cancel()
+    first.add_done_callback(OnDelivery(lambda e, m: gone.result()))
+    later = _handles(rig, 1)[0]
+    late: list[DeliveryFuture] = []
+    later.add_done_callback(late.append)
+    waiting = asyncio.ensure_future(asyncio.wait_for(second, 5))
+    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    seen: list[BaseException] = []
+    loop.set_exception_handler(lambda _loop, context: seen.append(context["exception"]))
+    try:
+        second.batch.future.set_result(OK)  # type: ignore[union-attr]
+        assert (await waiting).offset == 101
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert late == [later]
+    assert [type(e) for e in seen] == [asyncio.CancelledError]
+
+
+async def test_keyboard_interrupt_from_a_callback_ends_the_run() -> None:
+    from aiokproto.producer.delivery import _run_record_callbacks
+
+    rig = Rig()
+    handles = _handles(rig, 2)
+    ran: list[int] = []
+
+    def interrupt(_h: DeliveryFuture) -> None:
+        raise KeyboardInterrupt
+
+    batch = handles[0].batch
+    assert batch is not None
+    calls: list[Any] = []
+    calls += (interrupt, 0, 0, 1, 1, lambda h: ran.append(1), 1, 0, 1, 1)
+    batch.future.set_result(OK)
+    with pytest.raises(KeyboardInterrupt):
+        _run_record_callbacks(batch, calls)(batch.future)
+    assert ran == []
 
 
 async def test_a_handle_copies_and_pickles_as_in_python() -> None:

@@ -182,15 +182,26 @@ async def test_a_raising_callback_of_a_placed_record_leaves_the_others(
     def bad(_h: object) -> None:
         raise RuntimeError("user bug")
 
+    def cancelled(_h: object) -> None:
+        raise asyncio.CancelledError  # a BaseException: to the loop's handler
+
     handles[0].add_done_callback(bad)
+    handles[0].add_done_callback(cancelled)
     for h in handles:
         h.add_done_callback(lambda h: seen.append(h.result().offset))
     p0 = _batch(0)
     pt.settle([(p0, i) for i in range(3)])
-    p0.future.set_result(BatchResult(0, -1, 0))
-    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    handled: list[BaseException] = []
+    loop.set_exception_handler(lambda _loop, context: handled.append(context["exception"]))
+    try:
+        p0.future.set_result(BatchResult(0, -1, 0))
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
     assert seen == [0, 1, 2]
     assert "a delivery callback raised" in caplog.text
+    assert [type(e) for e in handled] == [asyncio.CancelledError]
 
 
 async def test_wait_delivered_waits_for_the_records_own_batches() -> None:
