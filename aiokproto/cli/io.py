@@ -1,7 +1,8 @@
 """``aiokproto produce TOPIC`` and ``aiokproto consume TOPIC...``. produce reads stdin
 or a file and prints a summary; plain and ``-K`` lines go straight to ``send()``, one
-handle kept per batch and waited for with ``wait_delivered`` a generation late (within
-1.5x a ``send()`` loop's CPU). consume: Ctrl-C commits what was printed; an explicit
+handle kept per batch and waited for a generation late, with ``wait_delivered`` and
+the batch's own future, which fails if any record of it did (within 1.5x a ``send()``
+loop's CPU). consume: Ctrl-C commits what was printed; an explicit
 ``--timeout`` ends it once idle; a hint when no group is given."""
 
 from __future__ import annotations
