@@ -42,7 +42,7 @@ from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
-from aiokproto.lifecycle import StartStop
+from aiokproto.lifecycle import StartStop, check_loop
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
@@ -279,6 +279,7 @@ class Consumer(StartStop, Generic[K, V]):
         self._follower: asyncio.Task[None] | None = None
         self._leaving: set[asyncio.Task[None]] = set()  # unsubscribe()s in progress
         self._looked_up: set[str] = set()  # topics partitions_for_topic() asked about
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one start() ran in
         if topics:
             self._subs.subscribe(topics)
 
@@ -321,6 +322,7 @@ class Consumer(StartStop, Generic[K, V]):
             await self._shutdown()
             raise
         self._state = "running"
+        self._loop = asyncio.get_running_loop()
         if self._group is None and self._subs.in_group:
             self._assign_all_subscribed()
 
@@ -366,6 +368,7 @@ class Consumer(StartStop, Generic[K, V]):
         if task is None:
             if self._state == "stopped":
                 return
+            check_loop(self, self._loop)
             self._drop_pending()
             self._state = "stopping"
             self._stopping.set()
@@ -707,6 +710,7 @@ class Consumer(StartStop, Generic[K, V]):
 
     def _need_group(self, what: str, *, while_revoking: bool = False) -> Group:
         self._check_running(while_revoking=while_revoking)
+        check_loop(self, self._loop)
         if self._group is None:
             raise NoGroupError(f"{what} needs a consumer group; create the Consumer with group_id")
         return self._group
@@ -844,6 +848,7 @@ class Consumer(StartStop, Generic[K, V]):
         only = self._only(partitions)
         if self._pending_index < len(self._pending):
             return self._pending_as_dict(limit, only)
+        check_loop(self, self._loop)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         fetcher = self._fetcher
@@ -875,6 +880,7 @@ class Consumer(StartStop, Generic[K, V]):
             got = self._pending_as_dict(1, only)
             for recs in got.values():
                 return recs[0]
+        check_loop(self, self._loop)
         while True:
             await self._poll_housekeeping()
             self._check_running()
@@ -903,6 +909,7 @@ class Consumer(StartStop, Generic[K, V]):
             if self._state == "new":
                 self._check_running()
             raise StopAsyncIteration
+        check_loop(self, self._loop)
         if self._pending_version != self._subs.assignment_version:
             self._drop_unassigned_pending()
             if self._pending_index < len(self._pending):
