@@ -550,6 +550,7 @@ class Consumer(StartStop, Generic[K, V]):
         """Move each partition (all assigned if none given) to the group's committed
         offset; returns what was found (None: nothing committed, position unchanged)."""
         group = self._need_group("seek_to_committed()")
+        check_loop(self, self._loop)
         tps = _check_tps(partitions) or sorted(self._subs.assigned())
         for tp in tps:
             if self._subs.state_of(tp) is None:
@@ -710,7 +711,6 @@ class Consumer(StartStop, Generic[K, V]):
 
     def _need_group(self, what: str, *, while_revoking: bool = False) -> Group:
         self._check_running(while_revoking=while_revoking)
-        check_loop(self, self._loop)
         if self._group is None:
             raise NoGroupError(f"{what} needs a consumer group; create the Consumer with group_id")
         return self._group
@@ -731,6 +731,7 @@ class Consumer(StartStop, Generic[K, V]):
         still owned is committed first).
         """
         group = self._need_group("commit()", while_revoking=True)
+        check_loop(self, self._loop)
         checked: dict[TopicPartition, OffsetAndMetadata] | None = None
         if offsets is not None:
             checked = {}
@@ -789,6 +790,7 @@ class Consumer(StartStop, Generic[K, V]):
     ) -> int | None:
         """The group's committed offset for ``partition`` (None if nothing is committed)."""
         group = self._need_group("committed()", while_revoking=True)
+        check_loop(self, self._loop)
         tp = _check_tp(partition)
         got = await group.fetch_committed([tp], timeout_ms=timeout_ms)
         om = got.get(tp)
