@@ -50,6 +50,7 @@ from aiokproto.cli.auth import (
 )
 from aiokproto.cli.config_file import FileOptions, PropertiesError, map_java, read_properties
 from aiokproto.errors import (
+    BootstrapError,
     KafkaConfigError,
     KafkaError,
     UnknownTopicIdError,
@@ -300,6 +301,8 @@ def command(
             def make() -> Coroutine[Any, Any, None]:
                 settings = _settings(**shared)
                 settings.timeout_given = given
+                if given:  # a broker still starting: --timeout also waits for it to answer
+                    settings.client["bootstrap_timeout_ms"] = settings.timeout_ms
                 return fn(settings, **kwargs)
 
             # config-file errors are usage errors too: handled inside run()
@@ -323,6 +326,9 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, AdminBatchError):
         return "; ".join(_describe(e) for e in exc.errors.values())
     text = str(exc).strip()
+    if isinstance(exc, BootstrapError):  # name the option the command line sets them with
+        text = text.replace("(bootstrap_timeout_ms;", "(--timeout;")
+        text = text.replace("(default_api_timeout_ms)", "(--timeout)")
     if isinstance(exc, UnknownTopicOrPartitionError | UnknownTopicIdError):
         return f"unknown topic: {text}"
     name = type(exc).__name__

@@ -42,7 +42,7 @@ from aiokproto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
-from aiokproto.lifecycle import StartStop
+from aiokproto.lifecycle import StartStop, check_loop
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.consumer import CoordinatorMetrics, FetchMetrics, PollMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
@@ -279,6 +279,7 @@ class Consumer(StartStop, Generic[K, V]):
         self._follower: asyncio.Task[None] | None = None
         self._leaving: set[asyncio.Task[None]] = set()  # unsubscribe()s in progress
         self._looked_up: set[str] = set()  # topics partitions_for_topic() asked about
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one start() ran in
         if topics:
             self._subs.subscribe(topics)
 
@@ -321,6 +322,7 @@ class Consumer(StartStop, Generic[K, V]):
             await self._shutdown()
             raise
         self._state = "running"
+        self._loop = asyncio.get_running_loop()
         if self._group is None and self._subs.in_group:
             self._assign_all_subscribed()
 
@@ -366,6 +368,7 @@ class Consumer(StartStop, Generic[K, V]):
         if task is None:
             if self._state == "stopped":
                 return
+            check_loop(self, self._loop)
             self._drop_pending()
             self._state = "stopping"
             self._stopping.set()
@@ -547,6 +550,7 @@ class Consumer(StartStop, Generic[K, V]):
         """Move each partition (all assigned if none given) to the group's committed
         offset; returns what was found (None: nothing committed, position unchanged)."""
         group = self._need_group("seek_to_committed()")
+        check_loop(self, self._loop)
         tps = _check_tps(partitions) or sorted(self._subs.assigned())
         for tp in tps:
             if self._subs.state_of(tp) is None:
@@ -727,6 +731,7 @@ class Consumer(StartStop, Generic[K, V]):
         still owned is committed first).
         """
         group = self._need_group("commit()", while_revoking=True)
+        check_loop(self, self._loop)
         checked: dict[TopicPartition, OffsetAndMetadata] | None = None
         if offsets is not None:
             checked = {}
@@ -785,6 +790,7 @@ class Consumer(StartStop, Generic[K, V]):
     ) -> int | None:
         """The group's committed offset for ``partition`` (None if nothing is committed)."""
         group = self._need_group("committed()", while_revoking=True)
+        check_loop(self, self._loop)
         tp = _check_tp(partition)
         got = await group.fetch_committed([tp], timeout_ms=timeout_ms)
         om = got.get(tp)
@@ -844,6 +850,7 @@ class Consumer(StartStop, Generic[K, V]):
         only = self._only(partitions)
         if self._pending_index < len(self._pending):
             return self._pending_as_dict(limit, only)
+        check_loop(self, self._loop)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         fetcher = self._fetcher
@@ -875,6 +882,7 @@ class Consumer(StartStop, Generic[K, V]):
             got = self._pending_as_dict(1, only)
             for recs in got.values():
                 return recs[0]
+        check_loop(self, self._loop)
         while True:
             await self._poll_housekeeping()
             self._check_running()
@@ -903,6 +911,7 @@ class Consumer(StartStop, Generic[K, V]):
             if self._state == "new":
                 self._check_running()
             raise StopAsyncIteration
+        check_loop(self, self._loop)
         if self._pending_version != self._subs.assignment_version:
             self._drop_unassigned_pending()
             if self._pending_index < len(self._pending):

@@ -112,7 +112,12 @@ def _check_topics(topics: Iterable[str]) -> frozenset[str]:
     out = []
     for topic in topics:
         if not isinstance(topic, str) or not topic:
-            raise KafkaConfigError(f"topic names must be non-empty strings, not {topic!r}")
+            hint = ""
+            if isinstance(topic, list | tuple | set | frozenset):
+                # Consumer(["a", "b"]): the constructor takes names as arguments (aiokafka's
+                # does too), where subscribe() and confluent-kafka's take one list
+                hint = "; Consumer() takes topic names as separate arguments: Consumer('a', 'b')"
+            raise KafkaConfigError(f"topic names must be non-empty strings, not {topic!r}{hint}")
         out.append(topic)
     return frozenset(out)
 
@@ -224,7 +229,11 @@ class SubscriptionState:
         text rather than compiled with Python's ``re`` (``pattern`` stays None)."""
         names = _check_topics(topics)
         if names and pattern is not None:
-            raise KafkaConfigError("subscribe() takes topics or a pattern, not both")
+            hint = ""
+            if isinstance(topics, str) and isinstance(pattern, str):
+                # subscribe("a", "b"), as Consumer("a", "b") takes them: "b" is the pattern
+                hint = f"; for several topics pass one list: subscribe({[topics, pattern]!r})"
+            raise KafkaConfigError(f"subscribe() takes topics or a pattern, not both{hint}")
         if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
             raise KafkaConfigError(
                 f"listener must be a ConsumerRebalanceListener, not {type(listener).__name__}"

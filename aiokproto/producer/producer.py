@@ -42,7 +42,7 @@ from aiokproto.errors import (
     UnknownTopicOrPartitionError,
     for_code,
 )
-from aiokproto.lifecycle import StartStop
+from aiokproto.lifecycle import StartStop, check_loop
 from aiokproto.metrics.connections import ConnectionMetrics
 from aiokproto.metrics.producer import ProducerMetrics
 from aiokproto.metrics.registry import MetricsRegistry, MetricsSnapshot
@@ -401,6 +401,7 @@ class Producer(StartStop, Generic[SK, SV]):
         self._stop_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._running = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one start() ran in
         self._accepting = False  # running and the sender is healthy
         # accepting, and records need no serializing: send()'s one check on its fast path
         self._plain = False
@@ -487,6 +488,7 @@ class Producer(StartStop, Generic[SK, SV]):
         )
         await self._telemetry.start()
         self._running = True
+        self._loop = loop
         self._schedule_idle_sweep()
         # a transactional producer accepts records only inside a transaction
         self._accepting = txn is None
@@ -510,6 +512,7 @@ class Producer(StartStop, Generic[SK, SV]):
                 if self._starting is not None:  # start() waits for the cluster: ends now
                     await self._starting.close()
                 return
+            check_loop(self, self._loop)
             self._running = self._accepting = self._plain = False
             self._closed = True
             if self._idle_timer is not None:
@@ -927,6 +930,7 @@ class Producer(StartStop, Generic[SK, SV]):
         headers: Sequence[Header] | None = None,
     ) -> RecordMetadata:
         """``send`` and wait for delivery."""
+        check_loop(self, self._loop)
         handle = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await handle
 
@@ -1139,6 +1143,7 @@ class Producer(StartStop, Generic[SK, SV]):
         delivered or failed. ``KafkaTimeoutError`` if that takes over ``timeout_ms``."""
         if not self._running:
             self._check_running()
+        check_loop(self, self._loop)
         acc, sender = self._acc, self._sender
         assert acc is not None and sender is not None
         timeout = None if timeout_ms is None else timeout_ms / 1000

@@ -243,3 +243,13 @@ def test_consume_without_a_group_says_where_it_reads_and_honours_timeout(
     short = failed(cli("consume", topic_name, *b, "--from-beginning", "-n", "5",
                        "--timeout", "2", "-g", f"g-{topic_name}"), 1)
     assert "3 of 5 records within --timeout 2 s" in short
+
+
+def test_a_longer_timeout_waits_longer_for_the_bootstrap_servers() -> None:
+    # the client gives up on unreachable bootstrap servers after bootstrap_timeout_ms
+    # (5 s): --timeout sets it on the command line, and the error names --timeout
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    message = failed(cli("topics", "list", "-b", f"127.0.0.1:{port}", "--timeout", "6"), 1)
+    assert "no bootstrap server answered within 6 s (--timeout)" in message, message

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from aiokproto.consumer import Consumer, ConsumerRecord
+from aiokproto.errors import IllegalStateError
 from aiokproto.structs import TopicPartition
 from tests.consumer.conftest import BASE_TS, aproduce, create_topic
 
@@ -117,3 +118,19 @@ async def test_pattern_subscription_without_group(kafka: Any, topic_name: str) -
         await consumer.unsubscribe()
         assert consumer.assignment() == frozenset()
         assert await consumer.getmany(timeout_ms=100) == {}
+
+
+def test_a_call_from_another_event_loop_is_refused_at_once(kafka: Any, topic_name: str) -> None:
+    # asyncio.run(c.start()) then asyncio.run(c.getone()): the consumer's tasks died
+    # with the first loop, and getone() waited forever for records they would fetch.
+    c = Consumer(topic_name, bootstrap_servers=kafka.bootstrap_servers, group_id=topic_name)
+    asyncio.run(c.start())
+
+    async def in_a_new_loop(call: Any) -> None:
+        with pytest.raises(IllegalStateError, match="started in another event loop"):
+            await asyncio.wait_for(call(), 20)  # a generous bound: it used to hang
+
+    asyncio.run(in_a_new_loop(c.getone))
+    asyncio.run(in_a_new_loop(lambda: c.getmany(timeout_ms=1000)))
+    asyncio.run(in_a_new_loop(c.commit))
+    asyncio.run(in_a_new_loop(c.stop))

@@ -488,3 +488,19 @@ async def test_a_raising_delivery_callback_does_not_starve_the_others(
         await asyncio.sleep(0)
     assert seen == [1, 0]
     assert "a delivery callback raised" in caplog.text
+
+
+def test_a_call_from_another_event_loop_is_refused_at_once(kafka: Any, topic_name: str) -> None:
+    # asyncio.run(p.start()) then asyncio.run(p.send_and_wait(...)): the producer's tasks
+    # died with the first loop. send_and_wait() waited max_block_ms (60 s) for a new
+    # topic's metadata, then blamed the topic; stop() failed inside asyncio.
+    p = producer(kafka)
+    asyncio.run(p.start())
+
+    async def in_a_new_loop(call: Any) -> None:
+        with pytest.raises(IllegalStateError, match="started in another event loop"):
+            await asyncio.wait_for(call(), 20)  # a generous bound: it used to hang
+
+    asyncio.run(in_a_new_loop(lambda: p.send_and_wait(topic_name, b"v")))
+    asyncio.run(in_a_new_loop(p.flush))
+    asyncio.run(in_a_new_loop(p.stop))

@@ -236,3 +236,17 @@ def test_pause_resume_survives_reassignment_of_kept() -> None:
     s.resume(A0)
     assert s.paused() == frozenset()
     assert state.fetchable
+
+
+def test_topics_given_as_a_list_to_the_constructor_say_how_to_pass_them() -> None:
+    # Consumer(["a", "b"]) hands subscribe() the tuple (["a", "b"],)
+    with pytest.raises(KafkaConfigError, match=r"separate arguments: Consumer\('a', 'b'\)"):
+        SubscriptionState().subscribe((["a", "b"],))
+
+
+def test_two_topic_names_to_subscribe_say_to_pass_one_list() -> None:
+    # subscribe("a", "b") makes "b" the pattern
+    with pytest.raises(KafkaConfigError, match=r"pass one list: subscribe\(\['a', 'b'\]\)"):
+        SubscriptionState().subscribe("a", pattern="b")
+    with pytest.raises(KafkaConfigError, match=r"not both$"):  # a real pattern: no hint
+        SubscriptionState().subscribe(["a"], pattern="b.*")
