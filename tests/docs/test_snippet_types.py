@@ -11,6 +11,7 @@ whose point is a mistake mypy also sees holds a text listed in ``WRONG_ON_PURPOS
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -64,10 +65,20 @@ def _write_blocks(directory: Path) -> dict[str, str]:
     return where
 
 
+#: a block mypy must reject: proof that it read aiokproto's own types (an editable
+#: install's import hook is invisible to mypy, and with imports it cannot find off,
+#: every name from aiokproto would be Any and every block would pass)
+CANARY = """from aiokproto import Producer
+
+Producer(bootstrap_servers="localhost:9092", linger_ms="5")
+"""
+
+
 def test_doc_blocks_pass_mypy_strict(tmp_path: Path) -> None:
     pytest.importorskip("mypy")
     where = _write_blocks(tmp_path)
     assert len(where) > 50  # README's and every guide's blocks were found
+    (tmp_path / "canary.py").write_text(CANARY, encoding="utf-8")
     run = subprocess.run(
         [
             sys.executable,
@@ -80,13 +91,18 @@ def test_doc_blocks_pass_mypy_strict(tmp_path: Path) -> None:
             str(ROOT / ".mypy_cache"),
             *(f"--disable-error-code={code}" for code in _OFF),
             *sorted(where),
+            "canary.py",
         ],
         cwd=tmp_path,
+        env={**os.environ, "MYPYPATH": str(ROOT)},  # this checkout's aiokproto
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert run.returncode in (0, 1), run.stderr or run.stdout
+    assert re.search(r"^canary\.py:3: error: .*linger_ms", run.stdout, re.M) or re.search(
+        r"^canary\.py:3: error: No overload variant", run.stdout, re.M
+    ), "mypy did not see aiokproto's types:\n" + run.stdout
     errors = [
         f"{where[m['file']]}: {m['message']}"
         for m in map(_ERROR.match, run.stdout.splitlines())
