@@ -407,13 +407,17 @@ def _run_placed(
     for i in state.placed.pop(key):
         callback = run[i]
         run[i] = _noop  # made once (cancel() and remove_done_callback() see it gone)
-        handle = DeliveryFuture(parent, run[i + 1], run[i + 2], run[i + 3], run[i + 4])
-        try:
-            callback(handle)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:  # one user's callback must not starve the others
-            _report(exc)
+        _call(callback, DeliveryFuture(parent, run[i + 1], run[i + 2], run[i + 3], run[i + 4]))
+
+
+def _call(callback: Callable[[DeliveryFuture], object], handle: DeliveryFuture) -> None:
+    """One record callback of a run (the Python loops; the C one does the same)."""
+    try:
+        callback(handle)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # one user's callback must not starve the others
+        _report(exc)
 
 
 def _noop(_handle: DeliveryFuture) -> None:
@@ -533,12 +537,7 @@ def _run_record_callbacks(
             return
         for i in range(0, len(calls), 5):
             handle = DeliveryFuture(batch, calls[i + 1], calls[i + 2], calls[i + 3], calls[i + 4])
-            try:
-                calls[i](handle)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:  # one user's callback must not starve the others
-                _report(exc)
+            _call(calls[i], handle)
 
     return run
 
